@@ -1,0 +1,126 @@
+"""The ``colabhive-mcp`` command line.
+
+``colabhive-mcp`` with no subcommand runs the stdio server (what MCP hosts launch).
+Every setting of :mod:`colabhive_mcp.config` is also a flag of the server commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from typing import Iterator, Sequence
+
+from . import __version__, logs
+from .config import SETTINGS, Config, ConfigError, Resolved, load
+
+COMMANDS = ("stdio", "config", "sandbox", "demo")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
+        argv.insert(0, "stdio")  # `colabhive-mcp [flags]` is the stdio server
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except ConfigError as exc:
+        print(f"colabhive-mcp: {exc}", file=sys.stderr)
+        return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="colabhive-mcp", description="ColabHive actions as MCP tools.")
+    parser.add_argument("--version", action="version", version=f"colabhive-mcp {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    stdio = commands.add_parser("stdio", help="serve MCP on stdin/stdout (the default)")
+    _add_settings(stdio)
+    stdio.set_defaults(run=run_stdio)
+
+    config = commands.add_parser("config", help="print the resolved configuration and where each value came from")
+    _add_settings(config)
+    config.set_defaults(run=run_config)
+
+    sandbox = commands.add_parser("sandbox", help="run the sandbox Builder Gateway (demo keys, no account)")
+    sandbox.add_argument("--host", default="127.0.0.1")
+    sandbox.add_argument("--port", type=int, default=8600)
+    sandbox.add_argument("--cold-start", type=float, default=4.0, metavar="SECONDS",
+                         help="how long the cold-summarizer model takes to load")
+    sandbox.set_defaults(run=run_sandbox)
+
+    demo = commands.add_parser("demo", help="watch an MCP session against the sandbox gateway")
+    demo.set_defaults(run=run_demo)
+    return parser
+
+
+def _add_settings(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="TOML configuration file (default: $COLABHIVE_MCP_CONFIG)")
+    parser.add_argument("--sandbox", action="store_true",
+                        help="start the sandbox gateway in-process and use it with a demo key")
+    group = parser.add_argument_group("settings (flag > environment > config file > default)")
+    for f in SETTINGS:
+        flag = "--" + f.name.replace("_", "-")
+        env = f" [${f.metadata['env']}]" if f.metadata["env"] else ""
+        if f.type in (bool, "bool"):
+            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                               help=f.metadata["help"] + env)
+        else:
+            group.add_argument(flag, dest=f.name, default=None, metavar=f.metadata["metavar"] or "N",
+                               help=f.metadata["help"] + env)
+
+
+def resolve(args: argparse.Namespace) -> Resolved:
+    return load({f.name: getattr(args, f.name) for f in SETTINGS}, config_file=args.config)
+
+
+@contextlib.contextmanager
+def gateway_config(args: argparse.Namespace) -> Iterator[Config]:
+    """The configuration to serve with; with ``--sandbox``, pointed at an in-process sandbox."""
+    resolved = resolve(args)
+    config = resolved.config
+    logs.configure(config.log_level, config.log_format)
+    if not args.sandbox:
+        yield config
+        return
+    from .sandbox import DEMO_KEY, Sandbox
+
+    with Sandbox() as sandbox:
+        logs.log.bind(url=sandbox.url).info("sandbox.started")
+        yield config.replace(api_url=sandbox.url, api_key=DEMO_KEY)
+
+
+def run_stdio(args: argparse.Namespace) -> int:
+    from .protocol import Server
+    from .tenant import Tenant
+    from .transports import stdio
+
+    with gateway_config(args) as config:
+        if not config.api_key:
+            raise ConfigError("no API key: set COLABHIVE_API_KEY (or pass --sandbox to try the sandbox gateway)")
+        tenant = Tenant(config, config.api_key)
+        logs.log.bind(gateway=config.api_url, tenant=tenant.key_id).info("stdio.ready")
+        stdio.serve(Server(config), tenant, max_message_bytes=config.max_message_bytes, workers=config.workers)
+    return 0
+
+
+def run_config(args: argparse.Namespace) -> int:
+    resolved = resolve(args)
+    rows = resolved.describe()
+    width = max(len(name) for name, _, _ in rows)
+    for name, value, source in rows:
+        print(f"{name:<{width}}  {value}  [{source}]")
+    return 0
+
+
+def run_sandbox(args: argparse.Namespace) -> int:
+    from .sandbox import serve
+
+    serve(host=args.host, port=args.port, cold_start_s=args.cold_start)
+    return 0
+
+
+def run_demo(_args: argparse.Namespace) -> int:
+    from .demo import main as demo
+
+    return demo()

@@ -1,0 +1,236 @@
+"""Configuration: one table of settings, resolved as flag > environment > config file > default.
+
+Every setting is a field of :class:`Config` whose metadata says how to parse it, which
+environment variable and command-line flag set it, and whether it is secret. The CLI builds
+its flags from this table, and ``colabhive-mcp config`` prints where each value came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit
+
+from .logs import key_id
+
+DEFAULT_API_URL = "https://api.colabhive.com"
+API_PREFIX = "/api/builder/v1"
+CONFIG_ENV = "COLABHIVE_MCP_CONFIG"
+STABILITIES = ("experimental", "beta", "stable")
+
+
+class ConfigError(ValueError):
+    """One or more settings are invalid; the message names each one and where it came from."""
+
+
+# -- parsers: text (env/flag) or a TOML value in, a typed value out; ValueError explains -------
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    return value.strip()
+
+
+def _number(kind: type, low: float, high: float) -> Callable[[Any], Any]:
+    def parse(value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("expected a number")
+        try:
+            number = kind(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"expected {'a whole number' if kind is int else 'a number'}") from None
+        if not low <= number <= high:
+            raise ValueError(f"must be between {low:g} and {high:g}")
+        return number
+
+    return parse
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _words(value: Any) -> tuple[str, ...]:
+    """A list: comma-separated text, or a TOML array of strings."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
+        raise ValueError("expected a comma-separated list")
+    return tuple(i.strip() for i in items if i.strip())
+
+
+def _choice(*options: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = _text(value).lower()
+        if text not in options:
+            raise ValueError(f"must be one of {', '.join(options)}")
+        return text
+
+    return parse
+
+
+def _url(value: Any) -> str:
+    text = _text(value).rstrip("/")
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("expected an http(s) URL such as https://api.colabhive.com")
+    if parts.query or parts.fragment:
+        raise ValueError("must not carry a query or fragment")
+    return text if parts.path not in ("", "/") else text + API_PREFIX
+
+
+def _setting(default: Any, parse: Callable[[Any], Any], help: str, *, env: str | None = None,
+             secret: bool = False, metavar: str | None = None) -> Any:
+    return field(default=default, metadata={
+        "parse": parse, "help": help, "env": env, "secret": secret, "metavar": metavar})
+
+
+@dataclass(frozen=True)
+class Config:
+    """The resolved settings. Field metadata drives parsing, flags, env names and ``describe``."""
+
+    api_key: str | None = _setting(
+        None, _text, "ColabHive API key (hive_...)", env="COLABHIVE_API_KEY", secret=True, metavar="KEY")
+    api_url: str = _setting(
+        DEFAULT_API_URL + API_PREFIX, _url, "Builder Gateway base URL", env="COLABHIVE_API_URL", metavar="URL")
+    account_id: str | None = _setting(
+        None, _text, "optional X-Account-ID sent to the gateway", env="COLABHIVE_ACCOUNT_ID", metavar="ID")
+    request_timeout: float = _setting(
+        30.0, _number(float, 1, 600), "seconds to wait for one gateway response", env="COLABHIVE_REQUEST_TIMEOUT")
+    retries: int = _setting(
+        3, _number(int, 0, 10), "retries of idempotent gateway requests on connection errors and 502/503/504",
+        env="COLABHIVE_RETRIES")
+    manifest_ttl: float = _setting(
+        60.0, _number(float, 0, 86400), "seconds a fetched manifest is used before it is revalidated",
+        env="COLABHIVE_MANIFEST_TTL")
+    manifest_pin: str | None = _setting(
+        None, _text, "only ever serve the manifest with this ETag", env="COLABHIVE_MANIFEST_PIN", metavar="ETAG")
+    manifest_snapshot: str | None = _setting(
+        None, _text, "serve the manifest from this JSON file instead of the gateway",
+        env="COLABHIVE_MANIFEST_SNAPSHOT", metavar="FILE")
+    allow: tuple[str, ...] = _setting(
+        ("*",), _words, "glob patterns of action slugs to expose", env="COLABHIVE_ALLOW", metavar="GLOBS")
+    deny: tuple[str, ...] = _setting(
+        (), _words, "glob patterns of action slugs to hide", env="COLABHIVE_DENY", metavar="GLOBS")
+    kinds: tuple[str, ...] = _setting(
+        (), _words, "only expose actions of these kinds (empty: all)", env="COLABHIVE_KINDS", metavar="KINDS")
+    side_effects: tuple[str, ...] = _setting(
+        ("*",), _words, "side effects an exposed action may have ('*': any, empty: none)",
+        env="COLABHIVE_SIDE_EFFECTS", metavar="EFFECTS")
+    read_only: bool = _setting(
+        False, _boolean, "expose only actions without side effects", env="COLABHIVE_READ_ONLY")
+    min_stability: str = _setting(
+        "experimental", _choice(*STABILITIES), "hide actions less stable than this",
+        env="COLABHIVE_MIN_STABILITY", metavar="LEVEL")
+    sync_timeout: int = _setting(
+        1, _number(int, 1, 300), "seconds the gateway may hold an invoke before answering 'queued'",
+        env="COLABHIVE_SYNC_TIMEOUT")
+    poll_max_wait: float = _setting(
+        300.0, _number(float, 1, 86400), "longest a tool call waits for queued work before it returns",
+        env="COLABHIVE_POLL_MAX_WAIT")
+    poll_initial: float = _setting(
+        0.25, _number(float, 0.01, 60), "first poll interval in seconds", env="COLABHIVE_POLL_INITIAL")
+    poll_max_interval: float = _setting(
+        5.0, _number(float, 0.05, 600), "longest interval between two polls", env="COLABHIVE_POLL_MAX_INTERVAL")
+    tool_name_max: int = _setting(
+        48, _number(int, 16, 128), "longest tool name (hosts prefix a server name; 64 is a common total cap)",
+        env="COLABHIVE_TOOL_NAME_MAX")
+    tools_page_size: int = _setting(
+        500, _number(int, 1, 100000), "tools per tools/list page", env="COLABHIVE_TOOLS_PAGE_SIZE")
+    max_message_bytes: int = _setting(
+        4 * 1024 * 1024, _number(int, 1024, 1 << 30), "largest JSON-RPC message accepted",
+        env="COLABHIVE_MAX_MESSAGE_BYTES")
+    workers: int = _setting(
+        32, _number(int, 1, 1024), "threads serving stdio requests concurrently", env="COLABHIVE_WORKERS")
+    log_level: str = _setting(
+        "info", _choice("debug", "info", "warning", "error"), "log level (logs go to stderr)",
+        env="COLABHIVE_LOG_LEVEL", metavar="LEVEL")
+    log_format: str = _setting(
+        "auto", _choice("auto", "json", "text"), "log format: json lines, text, or auto (text on a terminal)",
+        env="COLABHIVE_LOG_FORMAT", metavar="FORMAT")
+
+    def replace(self, **changes: Any) -> "Config":
+        return dataclasses.replace(self, **changes)
+
+
+SETTINGS: tuple[dataclasses.Field, ...] = dataclasses.fields(Config)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A configuration together with where each value came from."""
+
+    config: Config
+    sources: Mapping[str, str]
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        """(name, value, source) rows with secrets redacted, for humans."""
+        rows = []
+        for f in SETTINGS:
+            value = getattr(self.config, f.name)
+            if f.metadata["secret"] and value:
+                shown = value[:5] + "…" + f" (sha256 {key_id(value)})"
+            elif isinstance(value, tuple):
+                shown = ",".join(value) or "(none)"
+            else:
+                shown = "(unset)" if value is None else str(value)
+            rows.append((f.name, shown, self.sources[f.name]))
+        return rows
+
+
+def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
+         config_file: str | None = None) -> Resolved:
+    """Resolve every setting from flags, the environment, a TOML file and defaults.
+
+    ``flags`` maps field names to raw values (``None`` = not given). The file is
+    ``config_file``, else ``$COLABHIVE_MCP_CONFIG``; its keys are the field names.
+    Raises :class:`ConfigError` listing every invalid value at once.
+    """
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    environ = os.environ if environ is None else environ
+    path = config_file or environ.get(CONFIG_ENV) or None
+    file_values = _read_file(path) if path else {}
+    known = {f.name for f in SETTINGS}
+    problems = [f"{path}: unknown setting {k!r}" for k in file_values if k not in known]
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for f in SETTINGS:
+        env = f.metadata["env"]
+        if f.name in flags:
+            raw, source = flags[f.name], "flag --" + f.name.replace("_", "-")
+        elif env and environ.get(env, "") != "":
+            raw, source = environ[env], "environment " + env
+        elif f.name in file_values:
+            raw, source = file_values[f.name], f"config file {path}"
+        else:
+            values[f.name], sources[f.name] = f.default, "default"
+            continue
+        try:
+            values[f.name] = f.metadata["parse"](raw)
+            sources[f.name] = source
+        except ValueError as exc:
+            shown = "(secret)" if f.metadata["secret"] else repr(raw)
+            problems.append(f"{f.name} = {shown} from {source}: {exc}")
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+    return Resolved(Config(**values), sources)
+
+
+def _read_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    return data.get("colabhive", data)

@@ -1,0 +1,151 @@
+"""Invocation results as MCP ``CallToolResult`` objects.
+
+One function per direction of travel: :func:`tool_result` for a terminal invocation,
+:func:`error_result` for anything that went wrong before or around it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import jsonschema
+
+from .logs import log
+
+EMBEDDING_PREVIEW = 8
+# Content block types each protocol revision knows.
+_BLOCKS_2024 = frozenset({"text", "image", "resource"})
+_BLOCKS_2025_03 = _BLOCKS_2024 | {"audio"}
+BLOCK_TYPES = {"2024-11-05": _BLOCKS_2024, "2025-03-26": _BLOCKS_2025_03}  # later revisions: all types
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def error_result(message: str) -> dict[str, Any]:
+    """A tool execution error the model can read and act on."""
+    return {"content": [text(message)], "isError": True}
+
+
+def pending_result(invocation: dict[str, Any], tool_name: str, waited_s: float) -> dict[str, Any]:
+    """The answer when the work outlives the wait: not an error, and it names the invocation."""
+    status = invocation.get("status", "running")
+    return {"content": [text(
+        f"Tool {tool_name!r} is still {status} after {waited_s:g} s; the work continues on ColabHive. "
+        f"Invocation id: {invocation.get('invocation_id')}.")]}
+
+
+def tool_result(invocation: dict[str, Any], tool_name: str, version: str,
+                output_schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``CallToolResult`` for a terminal invocation, as ``version`` can carry it."""
+    status = invocation.get("status")
+    if status in ("succeeded", "completed"):
+        result = success_result(invocation.get("result"), output_schema, tool_name)
+    elif status == "cancelled":
+        result = error_result(f"Tool {tool_name!r} was cancelled before it finished.")
+    else:
+        result = error_result(f"Tool {tool_name!r} failed: {failure_message(invocation.get('error'))}")
+    return for_version(result, version)
+
+
+def success_result(value: Any, output_schema: dict[str, Any] | None, tool_name: str) -> dict[str, Any]:
+    """Content blocks for every result shape of the gateway contract."""
+    if isinstance(value, dict) and isinstance(value.get("content"), list):
+        return _native(value)
+    blocks = _blocks(value)
+    result: dict[str, Any] = {"content": blocks}
+    if output_schema is not None and isinstance(value, dict):
+        try:
+            jsonschema.validate(value, output_schema)
+            result["structuredContent"] = value
+        except (jsonschema.ValidationError, jsonschema.SchemaError) as exc:
+            log.bind(tool=tool_name, error=exc.message).warning("result.output_schema_mismatch")
+    return result
+
+
+def _blocks(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return [text("(the action returned no result)")]
+    if isinstance(value, str):
+        return [text(value)]
+    if isinstance(value, dict):
+        chat = _chat_text(value)
+        if chat is not None:
+            return [text(chat)]
+        if isinstance(value.get("text"), str):
+            return [text(value["text"])]
+        if _is_vector(value.get("embedding")):
+            return [text(embedding_summary(value["embedding"]))]
+        if isinstance(value.get("image_b64"), str):
+            return [{"type": "image", "data": value["image_b64"], "mimeType": value.get("mime_type", "image/png")}]
+        if isinstance(value.get("image_url"), str):
+            return [text(f"Image: {value['image_url']}")]
+        if isinstance(value.get("audio_b64"), str):
+            return [{"type": "audio", "data": value["audio_b64"], "mimeType": value.get("mime_type", "audio/wav")}]
+    return [text(json.dumps(value, ensure_ascii=False, indent=2))]
+
+
+def _chat_text(value: dict[str, Any]) -> str | None:
+    choices = value.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return None
+    texts = []
+    for choice in choices:
+        if not isinstance(choice, dict):
+            continue
+        message = choice.get("message")
+        content = message.get("content") if isinstance(message, dict) else choice.get("text")
+        if isinstance(content, str):
+            texts.append(content)
+    return "\n\n".join(texts) if texts else None
+
+
+def _is_vector(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
+
+
+def embedding_summary(vector: list[float]) -> str:
+    norm = math.sqrt(sum(x * x for x in vector))
+    head = ", ".join(f"{x:.4f}" for x in vector[:EMBEDDING_PREVIEW])
+    return f"Embedding: {len(vector)} dimensions, L2 norm {norm:.4f}, first values [{head}{', …' if len(vector) > EMBEDDING_PREVIEW else ''}]"
+
+
+def _native(value: dict[str, Any]) -> dict[str, Any]:
+    """An MCP-native result from the gateway: keep its blocks, drop anything malformed."""
+    blocks = [b for b in value["content"] if isinstance(b, dict) and isinstance(b.get("type"), str)]
+    result: dict[str, Any] = {"content": blocks or [text("(the action returned no content)")]}
+    if isinstance(value.get("structuredContent"), dict):
+        result["structuredContent"] = value["structuredContent"]
+    if value.get("isError") is True:
+        result["isError"] = True
+    return result
+
+
+def failure_message(error: Any) -> str:
+    """A readable sentence from the gateway's ``error`` field (text or ``{code, message}``)."""
+    if isinstance(error, str) and error:
+        return error
+    if isinstance(error, dict):
+        message = error.get("message") or error.get("detail") or "unknown error"
+        return f"{message} ({error['code']})" if error.get("code") else str(message)
+    return "the action failed without saying why"
+
+
+def for_version(result: dict[str, Any], version: str) -> dict[str, Any]:
+    """Downgrade a result for older revisions: unknown block types become text, no structuredContent."""
+    allowed = BLOCK_TYPES.get(version)
+    if allowed is None:
+        return result
+    result = {k: v for k, v in result.items() if k != "structuredContent"}
+    result["content"] = [b if b["type"] in allowed else text(_describe_block(b)) for b in result["content"]]
+    return result
+
+
+def _describe_block(block: dict[str, Any]) -> str:
+    if block["type"] == "resource_link":
+        return f"Resource: {block.get('uri', '')}"
+    return f"({block['type']} content of type {block.get('mimeType', 'unknown')}, not supported by this client's protocol version)"

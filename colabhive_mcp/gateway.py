@@ -1,0 +1,252 @@
+"""The ColabHive Builder Gateway over one ``requests.Session``.
+
+Knows the REST contract (manifest pages, invoke, poll, cancel) and nothing of MCP.
+Every failure surfaces as :class:`GatewayError`, which keeps the HTTP status, a readable
+message and the ``Retry-After`` hint.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from . import __version__
+from .logs import key_id, log
+
+RETRY_STATUSES = frozenset({502, 503, 504})
+TERMINAL = frozenset({"succeeded", "completed", "failed", "cancelled"})
+MAX_MANIFEST_PAGES = 1000
+
+
+class GatewayError(Exception):
+    """A gateway request failed: ``status`` is ``None`` when no HTTP answer arrived."""
+
+    def __init__(self, message: str, status: int | None = None, retry_after: float | None = None,
+                 code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+        self.code = code
+
+    @property
+    def transient(self) -> bool:
+        """Worth trying again later: no answer, 429, or a 5xx."""
+        return self.status is None or self.status == 429 or self.status >= 500
+
+
+@dataclass(frozen=True)
+class ManifestDocument:
+    """All pages of a manifest as fetched: the entries, the ETag and the bytes read."""
+
+    entries: tuple[dict[str, Any], ...]
+    etag: str | None
+    size: int
+
+
+class Gateway:
+    """A client of one Builder Gateway for one API key."""
+
+    def __init__(self, base_url: str, api_key: str, *, account_id: str | None = None,
+                 timeout: float = 30.0, retries: int = 3, backoff: float = 0.2,
+                 session: requests.Session | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.key_id = key_id(api_key)
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.session = session or requests.Session()
+        self.session.headers.update({
+            "X-API-Key": api_key,
+            "User-Agent": f"colabhive-mcp/{__version__}",
+            "Accept": "application/json",
+            "Accept-Encoding": "gzip",
+        })
+        if account_id:
+            self.session.headers["X-Account-ID"] = account_id
+
+    def close(self) -> None:
+        self.session.close()
+
+    # -- contract -------------------------------------------------------------------------
+
+    def fetch_manifest(self, etag: str | None = None) -> ManifestDocument | None:
+        """Fetch every page of the manifest; ``None`` when ``etag`` is still current (304).
+
+        Restarts once if the ETag changes between pages (the manifest changed mid-way).
+        """
+        for _attempt in range(2):
+            try:
+                return self._fetch_pages(etag)
+            except _ChangedMidway:
+                continue
+        raise GatewayError("the manifest kept changing while its pages were read", status=None)
+
+    def invoke(self, slug: str, arguments: dict[str, Any], *, sync: bool = True, sync_timeout_s: int = 5,
+               idempotency_key: str | None = None) -> dict[str, Any]:
+        """Start an action; returns the Invocation (terminal, or queued/running).
+
+        The ``Idempotency-Key`` makes the POST safe to retry after a dropped connection.
+        """
+        body = {"input": arguments, "sync": sync, "sync_timeout_s": sync_timeout_s}
+        headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
+        timeout = self.timeout + (sync_timeout_s if sync else 0)
+        response = self._request("POST", f"/actions/{_segment(slug)}:invoke", json=body, headers=headers,
+                                 timeout=timeout)
+        return _invocation(response)
+
+    def get_invocation(self, invocation_id: str) -> tuple[dict[str, Any], float | None]:
+        """The Invocation as it stands, and the gateway's ``Retry-After`` hint for the next poll."""
+        response = self._request("GET", f"/invocations/{_segment(invocation_id)}")
+        return _invocation(response), _retry_after(response)
+
+    def cancel(self, invocation_id: str) -> dict[str, Any] | None:
+        """Ask the gateway to stop an invocation; ``None`` when it has no cancel route."""
+        try:
+            response = self._request("POST", f"/invocations/{_segment(invocation_id)}:cancel")
+        except GatewayError as exc:
+            if exc.status in (404, 405):
+                return None
+            raise
+        return _invocation(response)
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _fetch_pages(self, etag: str | None) -> ManifestDocument | None:
+        entries: list[dict[str, Any]] = []
+        size, cursor, first_etag, seen = 0, None, None, set()
+        for _page in range(MAX_MANIFEST_PAGES):
+            headers = {"If-None-Match": etag} if etag and cursor is None else {}
+            params = {"cursor": cursor} if cursor is not None else None
+            response = self._request("GET", "/mcp/manifest", params=params, headers=headers)
+            if response.status_code == 304:
+                return None
+            page = _json(response)
+            if not isinstance(page, dict) or not isinstance(page.get("tools"), list):
+                raise GatewayError("the gateway's manifest is not an object with a 'tools' list",
+                                   status=response.status_code)
+            page_etag = response.headers.get("ETag") or page.get("etag")
+            if cursor is None:
+                first_etag = page_etag
+            elif page_etag and first_etag and page_etag != first_etag:
+                raise _ChangedMidway
+            size += len(response.content)
+            entries.extend(_valid_entries(page["tools"]))
+            cursor = page.get("nextCursor")
+            if not cursor:
+                return ManifestDocument(tuple(entries), first_etag, size)
+            if cursor in seen:
+                raise GatewayError("the gateway's manifest cursors loop", status=response.status_code)
+            seen.add(cursor)
+        raise GatewayError(f"the gateway's manifest has more than {MAX_MANIFEST_PAGES} pages")
+
+    def _request(self, method: str, path: str, *, timeout: float | None = None, **kwargs: Any) -> requests.Response:
+        """Send one request, retrying connection failures and 502/503/504 with backoff.
+
+        Every route the client uses is safe to retry: GETs are idempotent, ``:invoke``
+        carries an ``Idempotency-Key`` and ``:cancel`` is idempotent by nature.
+        """
+        url = self.base_url + path
+        for attempt in range(self.retries + 1):
+            last = attempt == self.retries
+            try:
+                response = self.session.request(method, url, timeout=timeout or self.timeout, **kwargs)
+                if response.status_code < 400 or response.status_code == 304:
+                    _ = response.content  # read the body now, so a broken stream is retried here
+                    return response
+                error = _error(response)
+            except requests.Timeout:
+                raise GatewayError(f"the gateway did not answer within {timeout or self.timeout:g} s") from None
+            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError,
+                    requests.exceptions.ContentDecodingError) as exc:
+                error = GatewayError(f"cannot reach the gateway: {_reason(exc)}")
+            if last or not (error.status is None or error.status in RETRY_STATUSES):
+                raise error
+            delay = self.backoff * (2 ** attempt)
+            log.bind(method=method, path=path.split("?")[0], status=error.status, attempt=attempt + 1,
+                     delay_s=round(delay, 3)).warning("gateway.retry")
+            time.sleep(delay)
+        raise AssertionError("unreachable")
+
+
+class _ChangedMidway(Exception):
+    """The manifest's ETag changed between two pages."""
+
+
+def _segment(value: str) -> str:
+    """One URL path segment: never lets an id or slug change the route or the host."""
+    return quote(value, safe="")
+
+
+def _json(response: requests.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise GatewayError(f"the gateway answered {response.status_code} with a body that is not JSON",
+                           status=response.status_code) from None
+
+
+def _invocation(response: requests.Response) -> dict[str, Any]:
+    body = _json(response)
+    if not isinstance(body, dict) or not isinstance(body.get("status"), str):
+        raise GatewayError("the gateway's answer is not an invocation (no 'status')", status=response.status_code)
+    return body
+
+
+def _valid_entries(tools: list[Any]) -> list[dict[str, Any]]:
+    valid = [t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str) and t["name"]]
+    if len(valid) != len(tools):
+        log.bind(skipped=len(tools) - len(valid)).warning("manifest.invalid_entries")
+    return valid
+
+
+def _error(response: requests.Response) -> GatewayError:
+    """Map an HTTP error answer to one GatewayError, whatever shape its body has."""
+    message, code = None, None
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        detail = body.get("detail", body.get("error"))
+        if isinstance(detail, str):
+            message = detail
+        elif isinstance(detail, dict):
+            message = detail.get("message") if isinstance(detail.get("message"), str) else None
+            code = detail.get("code") if isinstance(detail.get("code"), str) else None
+        elif isinstance(detail, list):  # e.g. a validation error list
+            message = "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
+    if not message:
+        message = response.reason or "error"
+    return GatewayError(f"{response.status_code} {message}", status=response.status_code,
+                        retry_after=_retry_after(response), code=code)
+
+
+def _retry_after(response: requests.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc.args[0] if exc.args else exc)
+    return text if len(text) < 200 else text[:200] + "…"
+
+
+def is_terminal(invocation: dict[str, Any]) -> bool:
+    return invocation.get("status") in TERMINAL

@@ -1,0 +1,152 @@
+"""The sync/async glue: invoke once, then poll with backoff until the work is done.
+
+:func:`run` is the one loop every transport uses. It blocks its thread (``time.sleep``
+semantics via ``Event.wait``), reports each change of the invocation through a callback,
+stops at once when the cancel event is set, and gives up waiting after ``max_wait``.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from .gateway import Gateway, GatewayError, is_terminal
+from .logs import log
+
+MAX_POLL_FAILURES = 3
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential poll intervals with jitter, from ``initial`` up to ``maximum`` seconds."""
+
+    initial: float = 0.25
+    maximum: float = 5.0
+    factor: float = 1.6
+    jitter: float = 0.1
+
+    def delays(self) -> Iterator[float]:
+        delay = self.initial
+        while True:
+            yield delay * random.uniform(1 - self.jitter, 1 + self.jitter)
+            delay = min(self.maximum, delay * self.factor)
+
+
+@dataclass
+class Outcome:
+    """How a call ended: ``done`` (terminal invocation), ``pending`` (still running) or ``cancelled``."""
+
+    state: str
+    invocation: dict[str, Any] | None
+    polls: int = 0
+
+    @property
+    def invocation_id(self) -> str | None:
+        return self.invocation.get("invocation_id") if self.invocation else None
+
+
+def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: threading.Event,
+        on_update: Callable[[dict[str, Any]], None] | None = None, sync_timeout_s: int = 1,
+        max_wait: float = 300.0, backoff: Backoff = Backoff(),
+        clock: Callable[[], float] = time.monotonic) -> Outcome:
+    """Invoke ``slug`` and wait for a terminal state. Raises :class:`GatewayError` when the
+    gateway refuses the call or stays unreachable for several polls in a row."""
+    started = clock()
+    if cancelled.is_set():
+        return Outcome("cancelled", None)
+    invocation = gateway.invoke(slug, arguments, sync=True, sync_timeout_s=sync_timeout_s,
+                                idempotency_key=str(uuid.uuid4()))
+    polls, failures, retry_after = 0, 0, None
+    delays = backoff.delays()
+    last_seen = None
+    while True:
+        if is_terminal(invocation):
+            return Outcome("done", invocation, polls)
+        if cancelled.is_set():
+            return _cancel(gateway, invocation, polls)
+        snapshot = _observable(invocation)
+        if on_update is not None and snapshot != last_seen:
+            on_update(invocation)
+        last_seen = snapshot
+        remaining = started + max_wait - clock()
+        if remaining <= 0:
+            return Outcome("pending", invocation, polls)
+        delay = min(max(next(delays), retry_after or 0.0), remaining)
+        if cancelled.wait(delay):
+            return _cancel(gateway, invocation, polls)
+        try:
+            invocation, retry_after = gateway.get_invocation(invocation["invocation_id"])
+            failures = 0
+        except GatewayError as exc:
+            failures += 1
+            if not exc.transient or failures >= MAX_POLL_FAILURES:
+                raise
+            retry_after = exc.retry_after
+            log.bind(invocation_id=invocation.get("invocation_id"), status=exc.status,
+                     error=exc.message).warning("invocation.poll_failed")
+        polls += 1
+
+
+def _observable(invocation: dict[str, Any]) -> tuple[Any, ...]:
+    """The parts of an invocation a client is told about when they change."""
+    return (invocation.get("status"), invocation.get("status_detail"), invocation.get("model_state"),
+            repr(invocation.get("progress")))
+
+
+def _cancel(gateway: Gateway, invocation: dict[str, Any], polls: int) -> Outcome:
+    """Stop the upstream work (best effort: a gateway without the route is simply left alone)."""
+    invocation_id = invocation.get("invocation_id")
+    if invocation_id:
+        try:
+            gateway.cancel(invocation_id)
+        except GatewayError as exc:
+            log.bind(invocation_id=invocation_id, error=exc.message).warning("invocation.cancel_failed")
+    return Outcome("cancelled", invocation, polls)
+
+
+class ProgressTracker:
+    """Turns invocation snapshots into MCP progress: a value on a 0–100 scale that only ever
+    grows, and a human message ("loading model (cold start)…", "step 2 of 5")."""
+
+    QUEUED_SHARE = 10.0
+
+    def __init__(self) -> None:
+        self.value = 0.0
+        self.events = 0
+
+    def advance(self, invocation: dict[str, Any]) -> tuple[float, float, str]:
+        self.events += 1
+        fraction = _fraction(invocation.get("progress"))
+        if invocation.get("status") == "running" and fraction is not None:
+            target = self.QUEUED_SHARE + (100.0 - self.QUEUED_SHARE - 1.0) * fraction
+        else:  # creep towards the end of the queued share, never reaching it
+            target = self.QUEUED_SHARE * (1 - 0.5 ** self.events)
+        self.value = round(max(target, self.value + 0.01), 2)
+        return self.value, 100.0, status_message(invocation)
+
+
+def _fraction(progress: Any) -> float | None:
+    if not isinstance(progress, dict):
+        return None
+    done, total = progress.get("progress"), progress.get("total")
+    if isinstance(done, (int, float)) and isinstance(total, (int, float)) and total > 0:
+        return max(0.0, min(1.0, done / total))
+    return None
+
+
+def status_message(invocation: dict[str, Any]) -> str:
+    """A short human sentence for where the invocation stands."""
+    status = invocation.get("status", "working")
+    detail = invocation.get("status_detail")
+    progress = invocation.get("progress")
+    if isinstance(progress, dict) and isinstance(progress.get("message"), str):
+        return progress["message"]
+    if invocation.get("model_state") == "cold":
+        return f"loading model (cold start){': ' + detail if detail else '…'}"
+    if isinstance(detail, str) and detail:
+        return f"{status}: {detail}"
+    return f"{status}…"

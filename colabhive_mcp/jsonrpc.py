@@ -1,0 +1,102 @@
+"""JSON-RPC 2.0 framing: decoding, envelope checks, and building responses.
+
+Nothing here knows about MCP methods; :mod:`colabhive_mcp.protocol` does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+# 2026-07-28 codes
+HEADER_MISMATCH = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+
+class JsonRpcError(Exception):
+    """An error that becomes a JSON-RPC ``error`` object."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_dict(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+def decode(raw: bytes | str) -> Any:
+    """Parse one JSON text; raise :class:`JsonRpcError` (parse error) when it is not JSON."""
+    try:
+        if isinstance(raw, bytes):
+            raw = raw.decode("utf-8")
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise JsonRpcError(PARSE_ERROR, "Parse error: the message is not valid UTF-8") from None
+    except (ValueError, RecursionError) as exc:
+        raise JsonRpcError(PARSE_ERROR, f"Parse error: {_short(exc)}") from None
+
+
+def encode(message: Any) -> bytes:
+    """Serialise a message compactly as UTF-8 (never contains a raw newline)."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def is_valid_id(value: Any) -> bool:
+    """MCP request ids are strings or integers (never null, bool or float)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def check_envelope(message: Any) -> None:
+    """Raise :class:`JsonRpcError` (invalid request) unless ``message`` is a JSON-RPC 2.0 object."""
+    if not isinstance(message, dict):
+        raise JsonRpcError(INVALID_REQUEST, "Invalid Request: a JSON-RPC message must be an object")
+    if message.get("jsonrpc") != "2.0":
+        raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: "method" must be a string')
+        if "id" in message and not is_valid_id(message["id"]):
+            raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
+        if "params" in message and not isinstance(message["params"], dict):
+            raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "params" must be an object')
+    elif not ("id" in message and ("result" in message or "error" in message)):
+        raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: no "method", and not a response either')
+
+
+def is_request(message: dict[str, Any]) -> bool:
+    return "method" in message and "id" in message
+
+
+def is_notification(message: dict[str, Any]) -> bool:
+    return "method" in message and "id" not in message
+
+
+def request_id(message: Any) -> Any:
+    """The message's id when it is a usable one, else ``None`` (answered as ``"id": null``)."""
+    if isinstance(message, dict) and is_valid_id(message.get("id")):
+        return message["id"]
+    return None
+
+
+def result(id_: Any, value: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "result": value}
+
+
+def error(id_: Any, exc: JsonRpcError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "error": exc.to_dict()}
+
+
+def _short(exc: Exception, limit: int = 200) -> str:
+    text = str(exc)
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,76 @@
+"""Structured logging on stderr with loguru, and the redaction every record goes through.
+
+Events are log records whose message is the event name (``manifest.fetched``) and whose
+fields are bound extras. JSON lines by default; readable text when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from typing import Any, TextIO
+
+from loguru import logger
+
+log = logger
+
+_SECRET = re.compile(r"(hive_[A-Za-z0-9_\-]{4,})|((?i:bearer)\s+[A-Za-z0-9._~+/=\-]{4,})")
+
+
+def key_id(api_key: str) -> str:
+    """A short, stable, non-reversible id for an API key (what logs and metrics may show)."""
+    return hashlib.sha256(api_key.encode("utf-8")).hexdigest()[:12]
+
+
+def redact(text: str) -> str:
+    """Replace anything that looks like an API key or bearer token."""
+    return _SECRET.sub(lambda m: "hive_…redacted" if m.group(1) else "Bearer …redacted", text)
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redact_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact_value(v) for v in value]
+    return value
+
+
+def _json_sink(stream: TextIO):
+    def write(message: Any) -> None:
+        record = message.record
+        line: dict[str, Any] = {
+            "ts": record["time"].isoformat(timespec="milliseconds"),
+            "level": record["level"].name.lower(),
+            "event": redact(record["message"]),
+        }
+        line.update(_redact_value(record["extra"]))
+        if record["exception"] is not None:
+            exc = record["exception"]
+            line["exc"] = redact(f"{exc.type.__name__}: {exc.value}") if exc.type else None
+        stream.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+        stream.flush()
+
+    return write
+
+
+def _text_format(record: dict[str, Any]) -> str:
+    record["extra"] = _redact_value(record["extra"])
+    record["message"] = redact(record["message"])
+    fields = " ".join(f"{k}={{extra[{k}]}}" for k in record["extra"])
+    return "<green>{time:HH:mm:ss.SSS}</green> <level>{level: <7}</level> {message} " + fields + "\n{exception}"
+
+
+def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
+    """Send all logs to ``stream`` (stderr by default) as JSON lines or text; nothing ever goes to stdout."""
+    stream = stream or sys.stderr
+    if fmt == "auto":
+        fmt = "text" if stream.isatty() else "json"
+    logger.remove()
+    if fmt == "json":
+        logger.add(_json_sink(stream), level=level.upper(), format="{message}", backtrace=False, diagnose=False)
+    else:
+        logger.add(stream, level=level.upper(), format=_text_format, colorize=None, backtrace=False, diagnose=False)

@@ -1,0 +1,61 @@
+"""Which actions a server exposes: allow/deny globs, kinds, side effects, stability, read-only.
+
+The same :class:`Policy` filters ``tools/list`` and is checked again on ``tools/call``, so a
+hidden action can never be reached by guessing its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from .config import STABILITIES, Config
+
+
+@dataclass(frozen=True)
+class Policy:
+    allow: tuple[str, ...] = ("*",)
+    deny: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    side_effects: tuple[str, ...] = ("*",)
+    min_stability: str = "experimental"
+    read_only: bool = False
+
+    @classmethod
+    def from_config(cls, config: Config) -> "Policy":
+        return cls(allow=config.allow, deny=config.deny, kinds=config.kinds, side_effects=config.side_effects,
+                   min_stability=config.min_stability, read_only=config.read_only)
+
+    def permits(self, entry: dict[str, Any]) -> bool:
+        return self.refusal(entry) is None
+
+    def refusal(self, entry: dict[str, Any]) -> str | None:
+        """Why this policy hides ``entry`` (a short sentence), or ``None`` when it is exposed."""
+        slug = entry["name"]
+        if not any(fnmatchcase(slug, pattern) for pattern in self.allow):
+            return "not matched by the allow list"
+        denied = next((p for p in self.deny if fnmatchcase(slug, p)), None)
+        if denied:
+            return f"matched by the deny pattern {denied!r}"
+        if self.kinds and entry.get("kind") not in self.kinds:
+            return f"its kind {entry.get('kind')!r} is not among the exposed kinds"
+        effects = side_effects(entry)
+        if (self.read_only or "*" not in self.side_effects) and effects is None:
+            return "the gateway does not say what side effects it has"
+        if self.read_only and effects:
+            return f"it has side effects ({', '.join(effects)}) and the server is read-only"
+        if "*" not in self.side_effects:
+            extra = [e for e in effects or () if e not in self.side_effects]
+            if extra:
+                return f"its side effects ({', '.join(extra)}) are not allowed"
+        stability = entry.get("stability")
+        if stability in STABILITIES and STABILITIES.index(stability) < STABILITIES.index(self.min_stability):
+            return f"it is {stability} and the server shows {self.min_stability} or better"
+        return None
+
+
+def side_effects(entry: dict[str, Any]) -> list[str] | None:
+    """The entry's declared side effects; ``None`` when the gateway gives none (unknown)."""
+    effects = entry.get("sideEffects")
+    return [e for e in effects if isinstance(e, str)] if isinstance(effects, list) else None

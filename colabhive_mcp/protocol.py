@@ -1,0 +1,342 @@
+"""The MCP protocol core: both eras, no I/O.
+
+:class:`Server.handle` takes one decoded JSON-RPC message with a small context (the tenant,
+the legacy :class:`Session`, a ``notify`` callback, a cancel event) and returns the response
+(or ``None``). Transports parse bytes and write answers; they never re-implement any of this.
+
+Eras: a request whose ``params._meta`` carries ``io.modelcontextprotocol/protocolVersion``
+is served statelessly under 2026-07-28; anything else (and every ``initialize``) follows
+the legacy handshake of 2024-11-05 … 2025-11-25, scoped to the session.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import __version__, jsonrpc
+from .config import Config
+from .invocation import ProgressTracker, status_message
+from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
+from .logs import log
+from .manifest import ManifestError
+from .tenant import Tenant, UnknownTool
+
+LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+MODERN_VERSIONS = ("2026-07-28",)
+SUPPORTED_VERSIONS = MODERN_VERSIONS + LEGACY_VERSIONS
+BATCH_VERSION = "2025-03-26"
+
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+
+# Implementation fields each older revision knows (later ones: all of them).
+SERVER_INFO_FIELDS = {"2024-11-05": ("name", "version"), "2025-03-26": ("name", "version"),
+                      "2025-06-18": ("name", "title", "version")}
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+EARLY_CANCELS_KEPT = 256
+
+INSTRUCTIONS = (
+    "These tools run ColabHive actions: language models, specialist models, tools and the user's own "
+    "trained models. Slow tools may take minutes on a cold start; they report progress while they wait. "
+    "A tool with side effects says so in its description."
+)
+
+
+@dataclass
+class Session:
+    """Legacy handshake state: one per stdio process, one per HTTP session."""
+
+    id: str = "stdio"
+    version: str | None = None
+    client_info: dict[str, Any] = field(default_factory=dict)
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    log_level: str | None = None
+    initialized: bool = False
+
+
+@dataclass
+class Request:
+    """One request being served, with what its era says about the client."""
+
+    id: Any
+    method: str
+    params: dict[str, Any]
+    version: str
+    modern: bool
+    tenant: Tenant
+    notify: Callable[[dict[str, Any]], None]
+    cancelled: threading.Event
+    log_level: str | None = None
+    session: Session | None = None
+
+    def send(self, method: str, params: dict[str, Any]) -> None:
+        """Emit a notification for this request, unless it has been cancelled."""
+        if not self.cancelled.is_set():
+            self.notify({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def wants_log(self, level: str) -> bool:
+        return self.log_level is not None and LOG_LEVELS.index(level) >= LOG_LEVELS.index(self.log_level)
+
+
+class Server:
+    """The MCP method table over tenants; thread-safe, one instance per process."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.info = {"name": "colabhive-mcp", "title": "ColabHive", "version": __version__,
+                     "description": "ColabHive actions as MCP tools", "websiteUrl": "https://colabhive.com"}
+        self._inflight: dict[tuple[str, Any], threading.Event] = {}
+        self._early_cancels: OrderedDict[tuple[str, Any], None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- entry points -----------------------------------------------------------------------
+
+    def handle(self, message: Any, *, tenant: Tenant, session: Session,
+               notify: Callable[[dict[str, Any]], None] = lambda _m: None,
+               cancelled: threading.Event | None = None) -> dict[str, Any] | None:
+        """Serve one decoded message; returns the response, or ``None`` when none is due."""
+        try:
+            jsonrpc.check_envelope(message)
+        except JsonRpcError as exc:
+            if isinstance(message, dict) and "method" in message and "id" not in message:
+                return None  # a malformed notification: there is nobody to answer
+            return jsonrpc.error(jsonrpc.request_id(message), exc)
+        if "method" not in message:
+            return None  # a response to a request of ours; we send none yet
+        if not jsonrpc.is_request(message):
+            self._notification(message, session)
+            return None
+        cancelled = cancelled or threading.Event()
+        key = (session.id, message["id"])
+        self._track(key, cancelled)
+        try:
+            response = jsonrpc.result(message["id"], self._dispatch(message, tenant, session, notify, cancelled))
+        except JsonRpcError as exc:
+            response = jsonrpc.error(message["id"], exc)
+        except Exception:
+            log.bind(method=message["method"]).exception("mcp.internal_error")
+            response = jsonrpc.error(message["id"], JsonRpcError(INTERNAL_ERROR, "Internal error"))
+        finally:
+            self._untrack(key)
+        return None if cancelled.is_set() else response
+
+    def handle_batch(self, messages: list[Any], session: Session, **context: Any) -> list[dict[str, Any]] | dict[str, Any] | None:
+        """A JSON-RPC batch: only a 2025-03-26 session may send one."""
+        if session.version != BATCH_VERSION:
+            return jsonrpc.error(None, JsonRpcError(
+                jsonrpc.INVALID_REQUEST, "Invalid Request: batches are only allowed under protocol 2025-03-26"))
+        if not messages:
+            return jsonrpc.error(None, JsonRpcError(jsonrpc.INVALID_REQUEST, "Invalid Request: empty batch"))
+        if any(isinstance(m, dict) and m.get("method") == "initialize" for m in messages):
+            return jsonrpc.error(None, JsonRpcError(
+                jsonrpc.INVALID_REQUEST, "Invalid Request: initialize must not be part of a batch"))
+        answers = [self.handle(m, session=session, **context) for m in messages]
+        return [a for a in answers if a is not None] or None
+
+    def cancel(self, session: Session, request_id: Any) -> None:
+        """Cancel an in-flight request (a cancellation that arrives first is remembered)."""
+        key = (session.id, request_id)
+        with self._lock:
+            event = self._inflight.get(key)
+            if event is None:
+                self._early_cancels[key] = None
+                while len(self._early_cancels) > EARLY_CANCELS_KEPT:
+                    self._early_cancels.popitem(last=False)
+        if event is not None:
+            event.set()
+
+    def cancel_all(self) -> None:
+        """Cancel every in-flight request (process shutdown)."""
+        with self._lock:
+            events = list(self._inflight.values())
+        for event in events:
+            event.set()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _track(self, key: tuple[str, Any], event: threading.Event) -> None:
+        with self._lock:
+            self._inflight[key] = event
+            if self._early_cancels.pop(key, 0) is None:
+                event.set()
+
+    def _untrack(self, key: tuple[str, Any]) -> None:
+        with self._lock:
+            self._inflight.pop(key, None)
+
+    def _notification(self, message: dict[str, Any], session: Session) -> None:
+        method, params = message["method"], message.get("params") or {}
+        if method == "notifications/initialized":
+            session.initialized = True
+        elif method == "notifications/cancelled" and jsonrpc.is_valid_id(params.get("requestId")):
+            self.cancel(session, params["requestId"])
+
+    def _dispatch(self, message: dict[str, Any], tenant: Tenant, session: Session,
+                  notify: Callable[[dict[str, Any]], None], cancelled: threading.Event) -> dict[str, Any]:
+        method, params = message["method"], message.get("params") or {}
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        if method != "initialize" and META_VERSION in meta:
+            request = self._modern_request(message["id"], method, params, meta, tenant, notify, cancelled)
+            handler = self._modern_methods.get(method)
+            if handler is None:
+                raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            result = handler(self, request)
+            result["resultType"] = result.get("resultType", "complete")
+            result.setdefault("_meta", {})[META_SERVER_INFO] = self._server_info(request.version)
+            return result
+        if method == "initialize":
+            return self._initialize(params, session)
+        if method == "ping":
+            return {}
+        handler = self._legacy_methods.get(method)
+        if handler is None:
+            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        if session.version is None:
+            raise JsonRpcError(INVALID_PARAMS, "Session not initialized: send initialize first "
+                                               "(or use protocol 2026-07-28 with per-request _meta)")
+        request = Request(message["id"], method, params, session.version, False, tenant, notify, cancelled,
+                          session.log_level, session)
+        return handler(self, request)
+
+    def _modern_request(self, id_: Any, method: str, params: dict[str, Any], meta: dict[str, Any],
+                        tenant: Tenant, notify: Callable[[dict[str, Any]], None],
+                        cancelled: threading.Event) -> Request:
+        """Validate the 2026 per-request envelope."""
+        if META_CAPABILITIES not in meta:
+            raise JsonRpcError(INVALID_PARAMS, f"params._meta is missing the required key {META_CAPABILITIES!r}")
+        version = meta[META_VERSION]
+        if not isinstance(version, str):
+            raise JsonRpcError(INVALID_PARAMS, f"params._meta[{META_VERSION!r}] must be a string")
+        if version not in MODERN_VERSIONS:
+            raise JsonRpcError(jsonrpc.UNSUPPORTED_PROTOCOL_VERSION, f"Unsupported protocol version: {version}",
+                               {"supported": list(SUPPORTED_VERSIONS), "requested": version})
+        if not isinstance(meta[META_CAPABILITIES], dict):
+            raise JsonRpcError(INVALID_PARAMS, f"params._meta[{META_CAPABILITIES!r}] must be an object")
+        level = meta.get(META_LOG_LEVEL)
+        if level is not None and level not in LOG_LEVELS:
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid log level: {level!r}")
+        return Request(id_, method, params, version, True, tenant, notify, cancelled, level)
+
+    def _server_info(self, version: str) -> dict[str, Any]:
+        keys = SERVER_INFO_FIELDS.get(version, tuple(self.info))
+        return {k: self.info[k] for k in keys}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def _initialize(self, params: dict[str, Any], session: Session) -> dict[str, Any]:
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            raise JsonRpcError(INVALID_PARAMS, "initialize needs params.protocolVersion (a string)")
+        version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
+        session.version = version
+        session.client_info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
+        session.capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
+        session.initialized = False
+        log.bind(session=session.id, protocol_version=version, requested_version=requested,
+                 client=session.client_info.get("name"), client_version=session.client_info.get("version"),
+                 era="legacy").info("mcp.session.started")
+        return {"protocolVersion": version, "capabilities": {"tools": {"listChanged": False}, "logging": {}},
+                "serverInfo": self._server_info(version), "instructions": INSTRUCTIONS}
+
+    def _discover(self, request: Request) -> dict[str, Any]:
+        return {"supportedVersions": list(SUPPORTED_VERSIONS),
+                "capabilities": {"tools": {"listChanged": False}},
+                "instructions": INSTRUCTIONS, "ttlMs": 3_600_000, "cacheScope": "public"}
+
+    def _set_level(self, request: Request) -> dict[str, Any]:
+        level = request.params.get("level")
+        if level not in LOG_LEVELS:
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid log level: {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        assert request.session is not None  # a legacy-only method
+        request.session.log_level = level
+        return {}
+
+    # -- tools ---------------------------------------------------------------------------------
+
+    def _tools_list(self, request: Request) -> dict[str, Any]:
+        try:
+            catalog = request.tenant.catalog()
+        except ManifestError as exc:
+            raise JsonRpcError(INTERNAL_ERROR, f"Cannot load the ColabHive tool list: {exc}") from None
+        listing = catalog.listing(request.version)
+        fingerprint = _fingerprint(catalog.manifest.etag, len(listing))
+        start = _read_cursor(request.params.get("cursor"), fingerprint)
+        end = start + self.config.tools_page_size
+        result: dict[str, Any] = {"tools": listing[start:end]}
+        if end < len(listing):
+            result["nextCursor"] = _make_cursor(end, fingerprint)
+        if request.modern:
+            result.update(ttlMs=int(self.config.manifest_ttl * 1000), cacheScope="private")
+        return result
+
+    def _tools_call(self, request: Request) -> dict[str, Any]:
+        name, arguments = request.params.get("name"), request.params.get("arguments", {})
+        if not isinstance(name, str) or not name:
+            raise JsonRpcError(INVALID_PARAMS, "tools/call needs params.name (a string)")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise JsonRpcError(INVALID_PARAMS, "tools/call params.arguments must be an object")
+        try:
+            result = request.tenant.call_tool(name, arguments, version=request.version,
+                                              cancelled=request.cancelled, on_update=_reporter(request))
+        except UnknownTool:
+            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
+        return result if result is not None else {"content": []}
+
+    _legacy_methods: dict[str, Callable[..., dict[str, Any]]] = {
+        "logging/setLevel": _set_level, "tools/list": _tools_list, "tools/call": _tools_call}
+    _modern_methods: dict[str, Callable[..., dict[str, Any]]] = {
+        "server/discover": _discover, "tools/list": _tools_list, "tools/call": _tools_call}
+
+
+def _reporter(request: Request) -> Callable[[dict[str, Any]], None] | None:
+    """Turn invocation updates into progress notifications and/or log messages for this request."""
+    token = (request.params.get("_meta") or {}).get("progressToken")
+    if not jsonrpc.is_valid_id(token):
+        token = None
+    if token is None and not request.wants_log("info"):
+        return None
+    tracker = ProgressTracker()
+    with_message = request.version != "2024-11-05"
+
+    def report(invocation: dict[str, Any]) -> None:
+        value, total, message = tracker.advance(invocation)
+        if token is not None:
+            params: dict[str, Any] = {"progressToken": token, "progress": value, "total": total}
+            if with_message:
+                params["message"] = message
+            request.send("notifications/progress", params)
+        if request.wants_log("info"):
+            request.send("notifications/message", {"level": "info", "logger": "colabhive",
+                                                   "data": f"{request.params.get('name')}: {status_message(invocation)}"})
+
+    return report
+
+
+def _fingerprint(etag: str | None, count: int) -> str:
+    return f"{etag or ''}|{count}"
+
+
+def _make_cursor(offset: int, fingerprint: str) -> str:
+    return base64.urlsafe_b64encode(f"{offset}:{fingerprint}".encode()).decode().rstrip("=")
+
+
+def _read_cursor(cursor: Any, fingerprint: str) -> int:
+    if cursor is None or cursor == "":
+        return 0
+    try:
+        text = base64.urlsafe_b64decode(str(cursor) + "=" * (-len(str(cursor)) % 4)).decode()
+        offset, _, stamp = text.partition(":")
+        if stamp == fingerprint and int(offset) >= 0:
+            return int(offset)
+    except (ValueError, UnicodeDecodeError):
+        pass
+    raise JsonRpcError(INVALID_PARAMS, "Invalid or expired cursor: list the tools again from the start")

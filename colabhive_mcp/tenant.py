@@ -1,0 +1,107 @@
+"""A tenant: one API key's gateway session, manifest cache, policy, and tool calls.
+
+stdio has exactly one tenant; the hosted mode keeps a pool of them keyed by key hash.
+Nothing in a tenant is shared with another tenant.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from . import content
+from .config import Config
+from .gateway import Gateway, GatewayError
+from .invocation import Backoff, run
+from .logs import key_id, log
+from .manifest import ManifestCache, ManifestError, load_snapshot
+from .policy import Policy
+from .tools import Catalog
+
+
+class UnknownTool(LookupError):
+    """No tool of that name exists for this tenant."""
+
+
+class Tenant:
+    """Everything one API key needs; safe to use from many threads at once."""
+
+    def __init__(self, config: Config, api_key: str) -> None:
+        self.config = config
+        self.key_id = key_id(api_key)
+        self.gateway = Gateway(config.api_url, api_key, account_id=config.account_id,
+                               timeout=config.request_timeout, retries=config.retries)
+        snapshot = load_snapshot(config.manifest_snapshot) if config.manifest_snapshot else None
+        self.manifest = ManifestCache(self.gateway, ttl=config.manifest_ttl, pin=config.manifest_pin,
+                                      snapshot=snapshot)
+        self.policy = Policy.from_config(config)
+        self.backoff = Backoff(initial=config.poll_initial, maximum=config.poll_max_interval)
+        self._catalog: Catalog | None = None
+
+    def close(self) -> None:
+        self.gateway.close()
+
+    def catalog(self) -> Catalog:
+        """The tools of the current manifest (rebuilt only when the manifest changed)."""
+        manifest = self.manifest.get()
+        catalog = self._catalog
+        if catalog is None or catalog.manifest is not manifest:
+            catalog = Catalog(manifest, self.policy, self.config.tool_name_max)
+            self._catalog = catalog
+        return catalog
+
+    def call_tool(self, name: str, arguments: dict[str, Any], *, version: str, cancelled: threading.Event,
+                  on_update: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
+        """Run one tool to the end and return its ``CallToolResult`` (``None`` once cancelled).
+
+        Raises :class:`UnknownTool`; every other failure is an ``isError`` result.
+        """
+        try:
+            catalog = self.catalog()
+        except ManifestError as exc:
+            return content.error_result(f"The ColabHive tool list is unavailable: {exc}")
+        tool = catalog.by_name.get(name)
+        if tool is None:
+            raise UnknownTool(name)
+        if tool.refusal is not None:
+            return content.error_result(f"Tool {name!r} is not available on this server: {tool.refusal}.")
+        problem = tool.argument_errors(arguments)
+        if problem is not None:
+            return content.error_result(problem)
+        started = time.perf_counter()
+        fields: dict[str, Any] = {"tool": name, "slug": tool.slug, "tenant": self.key_id}
+        try:
+            outcome = run(self.gateway, tool.slug, arguments, cancelled=cancelled, on_update=on_update,
+                          sync_timeout_s=self.config.sync_timeout, max_wait=self.config.poll_max_wait,
+                          backoff=self.backoff)
+        except GatewayError as exc:
+            result = content.error_result(gateway_failure(name, exc))
+            fields.update(status="gateway_error", error=exc.message, http_status=exc.status)
+        else:
+            fields.update(status=outcome.state, polls=outcome.polls, mode="sync" if outcome.polls == 0 else "polled",
+                          invocation_id=outcome.invocation_id)
+            if outcome.state == "done":
+                fields["status"] = outcome.invocation["status"]
+                result = content.tool_result(outcome.invocation, name, version, tool.definition.get("outputSchema"))
+            elif outcome.state == "pending":
+                result = content.pending_result(outcome.invocation, name, self.config.poll_max_wait)
+            else:
+                result = None
+        fields["latency_ms"] = round((time.perf_counter() - started) * 1000, 1)
+        log.bind(**fields).info("mcp.tool.invoked")
+        return result
+
+
+def gateway_failure(tool: str, exc: GatewayError) -> str:
+    """What the model is told when the gateway refused or failed a call."""
+    if exc.status == 401:
+        return "The ColabHive gateway rejected the API key (401). Check COLABHIVE_API_KEY."
+    if exc.status == 404:
+        return f"Tool {tool!r} no longer exists on ColabHive or is not visible to this API key."
+    if exc.status == 422:
+        return f"ColabHive rejected the input for {tool!r}: {exc.message.removeprefix('422 ')}"
+    if exc.status == 429:
+        wait = f" Retry after {exc.retry_after:g} s." if exc.retry_after is not None else ""
+        return f"ColabHive is rate-limiting this API key (429).{wait}"
+    return f"Tool {tool!r} could not be run: ColabHive gateway error: {exc.message}"

@@ -1,0 +1,179 @@
+"""Manifest entries as MCP tools: names, descriptions, schemas, annotations, and the catalog.
+
+A :class:`Catalog` is built once per manifest version and policy; listing it for a given
+protocol revision is a dictionary lookup afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import SchemaError
+
+from .manifest import Manifest
+from .policy import Policy, side_effects
+
+SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]+")
+META_PREFIX = "com.colabhive/"
+LATENCY_NOTES = {
+    "slow": "Slow: the first call may take minutes while the model loads; progress is reported meanwhile.",
+    "batch": "Batch job: may run for minutes; progress is reported meanwhile.",
+}
+
+# Tool fields each protocol revision knows (older clients get only what they can parse).
+_FIELDS_2024 = ("name", "description", "inputSchema")
+_FIELDS_2025_03 = _FIELDS_2024 + ("annotations",)
+_FIELDS_2025_06 = _FIELDS_2025_03 + ("title", "outputSchema", "_meta")
+TOOL_FIELDS = {
+    "2024-11-05": _FIELDS_2024,
+    "2025-03-26": _FIELDS_2025_03,
+    "2025-06-18": _FIELDS_2025_06,
+    "2025-11-25": _FIELDS_2025_06 + ("icons", "execution"),
+    "2026-07-28": _FIELDS_2025_06 + ("icons",),
+}
+
+
+def tool_name(slug: str, limit: int) -> str:
+    """An MCP-safe name for ``slug``: the slug itself when it is safe and short enough,
+    else a sanitised, truncated form with a short hash of the slug, stable across processes."""
+    if SAFE_NAME.fullmatch(slug) and len(slug) <= limit:
+        return slug
+    digest = hashlib.sha256(slug.encode("utf-8")).hexdigest()[:8]
+    base = UNSAFE_CHARS.sub("_", slug).strip("_") or "tool"
+    return f"{base[:max(1, limit - len(digest) - 1)]}_{digest}"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One exposed action: its MCP name, its manifest entry and its MCP definition."""
+
+    name: str
+    entry: dict[str, Any]
+    definition: dict[str, Any]
+    refusal: str | None = None
+
+    @property
+    def slug(self) -> str:
+        return self.entry["name"]
+
+    @cached_property
+    def _validator(self) -> Any:
+        schema = self.definition["inputSchema"]
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        try:
+            cls.check_schema(schema)
+        except SchemaError:
+            return None  # the gateway will judge input that we cannot
+        return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+    def argument_errors(self, arguments: dict[str, Any]) -> str | None:
+        """A sentence naming what is wrong with ``arguments``, or ``None`` when they fit the schema."""
+        validator = self._validator
+        if validator is None:
+            return None
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: (len(e.path), list(map(str, e.path))))
+        if not errors:
+            return None
+        parts = [f"{_where(e)}: {e.message}" for e in errors[:3]]
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        return f"Invalid arguments for tool {self.name!r}: " + "; ".join(parts) + more
+
+
+def _where(error: jsonschema.ValidationError) -> str:
+    return "at " + "/".join(str(p) for p in error.absolute_path) if error.absolute_path else "at the top level"
+
+
+def build_definition(entry: dict[str, Any], name: str) -> dict[str, Any]:
+    """The full (newest-revision) MCP tool definition of one manifest entry."""
+    definition: dict[str, Any] = {"name": name}
+    if isinstance(entry.get("displayName"), str):
+        definition["title"] = entry["displayName"]
+    definition["description"] = describe(entry)
+    definition["inputSchema"] = input_schema(entry.get("inputSchema"))
+    output = entry.get("outputSchema")
+    if isinstance(output, dict) and output.get("type") == "object":
+        definition["outputSchema"] = output
+    definition["annotations"] = annotations(entry)
+    meta = {META_PREFIX + key: entry[key] for key in ("kind", "latencyClass", "stability", "costHint", "sideEffects")
+            if key in entry}
+    meta[META_PREFIX + "slug"] = entry["name"]
+    definition["_meta"] = meta
+    return definition
+
+
+def describe(entry: dict[str, Any]) -> str:
+    """The description a model reads: the gateway's text plus side effects, latency and cost."""
+    text = entry.get("description") or entry.get("displayName") or f"ColabHive action {entry['name']}."
+    notes = []
+    effects = side_effects(entry)
+    if effects:
+        notes.append(f"Side effects: {', '.join(effects)}.")
+    if entry.get("latencyClass") in LATENCY_NOTES:
+        notes.append(LATENCY_NOTES[entry["latencyClass"]])
+    if isinstance(entry.get("costHint"), str):
+        notes.append(f"Cost: {entry['costHint']}.")
+    if entry.get("stability") in ("experimental", "beta"):
+        notes.append(f"Stability: {entry['stability']}.")
+    return text.strip() + ("\n\n" + " ".join(notes) if notes else "")
+
+
+def input_schema(schema: Any) -> dict[str, Any]:
+    """The entry's input schema with an object root (what every MCP client requires)."""
+    if not isinstance(schema, dict) or not schema:
+        return {"type": "object", "properties": {}}
+    if "type" not in schema:
+        return {"type": "object", **schema}
+    return schema
+
+
+def annotations(entry: dict[str, Any]) -> dict[str, Any]:
+    """The gateway's own annotations, else hints derived from ``sideEffects`` (conservative when unknown)."""
+    given = entry.get("annotations")
+    if isinstance(given, dict) and given:
+        result = dict(given)
+    else:
+        effects = side_effects(entry)
+        if effects == []:
+            result = {"readOnlyHint": True, "openWorldHint": False}
+        else:
+            result = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
+                      "openWorldHint": effects is None or "external_network" in effects}
+    if isinstance(entry.get("displayName"), str):
+        result.setdefault("title", entry["displayName"])
+    return result
+
+
+@dataclass
+class Catalog:
+    """The tools of one manifest version under one policy, in a deterministic order."""
+
+    manifest: Manifest
+    policy: Policy
+    name_limit: int
+    by_name: dict[str, Tool] = field(init=False)
+    exposed: list[Tool] = field(init=False)
+    _listings: dict[str, list[dict[str, Any]]] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_name = {}
+        for entry in self.manifest.entries:
+            name = tool_name(entry["name"], self.name_limit)
+            if name in self.by_name:
+                continue  # a duplicate slug: the first entry wins
+            self.by_name[name] = Tool(name, entry, build_definition(entry, name), self.policy.refusal(entry))
+        self.exposed = sorted((t for t in self.by_name.values() if t.refusal is None), key=lambda t: t.name)
+
+    def listing(self, version: str) -> list[dict[str, Any]]:
+        """The exposed tool definitions as ``version`` spells them (built once per version)."""
+        listing = self._listings.get(version)
+        if listing is None:
+            fields = TOOL_FIELDS[version]
+            listing = [{k: t.definition[k] for k in fields if k in t.definition} for t in self.exposed]
+            self._listings[version] = listing  # a racing thread builds the same list: harmless
+        return listing

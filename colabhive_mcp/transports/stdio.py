@@ -1,0 +1,121 @@
+"""The stdio transport: newline-delimited JSON-RPC on stdin/stdout.
+
+The main thread reads lines; each request runs on a worker thread so ``ping`` and other
+calls are answered while a long tool call is polling. Every write to stdout goes through
+one lock, and nothing but MCP messages is ever written there (logs go to stderr).
+
+Shutdown: at end of input the server finishes the calls in flight, then exits; on SIGTERM
+(or SIGINT) it cancels them at once (the gateway is asked to stop the work) and exits.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, BinaryIO
+
+from .. import jsonrpc
+from ..jsonrpc import JsonRpcError
+from ..logs import log
+from ..protocol import Server, Session
+from ..tenant import Tenant
+
+INLINE_METHODS = frozenset({"initialize"})  # answered before the next line is read
+READ_CHUNK = 1 << 16
+
+
+class Shutdown(Exception):
+    """Raised in the main thread by the SIGTERM handler."""
+
+
+class StdioTransport:
+    def __init__(self, server: Server, tenant: Tenant, stdin: BinaryIO, stdout: BinaryIO, *,
+                 max_message_bytes: int, workers: int) -> None:
+        self.server = server
+        self.tenant = tenant
+        self.stdin = stdin
+        self.stdout = stdout
+        self.max_message_bytes = max_message_bytes
+        self.session = Session(id="stdio")
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mcp-call")
+        self._write_lock = threading.Lock()
+
+    def serve(self) -> None:
+        """Serve until end of input or SIGTERM."""
+        try:
+            while True:
+                line = self._read_line()
+                if line is None:
+                    break
+                if line.strip():
+                    self._receive(line)
+            self.pool.shutdown(wait=True)
+        except (Shutdown, KeyboardInterrupt):
+            log.info("stdio.shutdown")
+            self.server.cancel_all()
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def write(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
+        data = jsonrpc.encode(message) + b"\n"
+        with self._write_lock:
+            try:
+                self.stdout.write(data)
+                self.stdout.flush()
+            except (BrokenPipeError, ValueError):
+                pass  # the client is gone; the read loop will see end of input
+
+    def _read_line(self) -> bytes | None:
+        """One line of at most ``max_message_bytes``; a longer one is skipped and answered."""
+        line = self.stdin.readline(self.max_message_bytes + 1)
+        if not line:
+            return None
+        if len(line) > self.max_message_bytes and not line.endswith(b"\n"):
+            while True:  # discard the rest of the oversized line without holding it
+                rest = self.stdin.readline(READ_CHUNK)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            self.write(jsonrpc.error(None, JsonRpcError(
+                jsonrpc.INVALID_REQUEST, f"Invalid Request: message larger than {self.max_message_bytes} bytes")))
+            return b""
+        return line
+
+    def _receive(self, line: bytes) -> None:
+        try:
+            message = jsonrpc.decode(line)
+        except JsonRpcError as exc:
+            self.write(jsonrpc.error(None, exc))
+            return
+        if isinstance(message, list):
+            self.pool.submit(self._run, self.server.handle_batch, message)
+        elif isinstance(message, dict) and "id" in message and message.get("method") not in INLINE_METHODS:
+            self.pool.submit(self._run, self.server.handle, message)
+        else:  # notifications (e.g. cancellation) take effect before the next line is read
+            self._run(self.server.handle, message)
+
+    def _run(self, handler: Any, message: Any) -> None:
+        answer = handler(message, tenant=self.tenant, session=self.session, notify=self.write)
+        if answer is not None:
+            self.write(answer)
+
+
+def serve(server: Server, tenant: Tenant, *, max_message_bytes: int, workers: int) -> None:
+    """Run the stdio transport on this process's stdin/stdout.
+
+    ``sys.stdout`` is pointed at stderr while serving, so a stray ``print`` can never
+    corrupt the protocol stream.
+    """
+    stdout = sys.stdout.buffer
+    sys.stdout = sys.stderr
+    previous = signal.signal(signal.SIGTERM, _raise_shutdown)
+    try:
+        StdioTransport(server, tenant, sys.stdin.buffer, stdout, max_message_bytes=max_message_bytes,
+                       workers=workers).serve()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        sys.stdout = sys.__stdout__
+
+
+def _raise_shutdown(_signum: int, _frame: Any) -> None:
+    raise Shutdown()

@@ -1,0 +1,68 @@
+"""Configuration precedence, validation and redacted description."""
+
+import pytest
+
+from colabhive_mcp.config import API_PREFIX, ConfigError, load
+
+
+def test_precedence_is_flag_then_environment_then_file_then_default(tmp_path):
+    config_file = tmp_path / "colabhive.toml"
+    config_file.write_text('manifest_ttl = 30\npoll_max_wait = 12\nsync_timeout = 3\ndeny = ["a*", "b"]\n')
+    environ = {"COLABHIVE_MANIFEST_TTL": "20", "COLABHIVE_POLL_MAX_WAIT": "15"}
+    resolved = load({"manifest_ttl": "10"}, environ, str(config_file))
+    config, sources = resolved.config, resolved.sources
+    assert config.manifest_ttl == 10.0 and sources["manifest_ttl"] == "flag --manifest-ttl"
+    assert config.poll_max_wait == 15.0 and sources["poll_max_wait"] == "environment COLABHIVE_POLL_MAX_WAIT"
+    assert config.sync_timeout == 3 and sources["sync_timeout"].startswith("config file")
+    assert config.deny == ("a*", "b")
+    assert config.retries == 3 and sources["retries"] == "default"
+
+
+def test_config_file_from_environment_and_section(tmp_path):
+    config_file = tmp_path / "c.toml"
+    config_file.write_text('[colabhive]\nread_only = true\n')
+    config = load({}, {"COLABHIVE_MCP_CONFIG": str(config_file)}).config
+    assert config.read_only is True
+
+
+def test_every_bad_value_is_reported_with_its_source(tmp_path):
+    environ = {"COLABHIVE_MANIFEST_TTL": "soon", "COLABHIVE_MIN_STABILITY": "rock-solid",
+               "COLABHIVE_API_URL": "ftp://x"}
+    with pytest.raises(ConfigError) as caught:
+        load({"retries": "-1", "read_only": None}, environ)
+    text = str(caught.value)
+    assert "manifest_ttl = 'soon' from environment COLABHIVE_MANIFEST_TTL: expected a number" in text
+    assert "min_stability" in text and "must be one of experimental, beta, stable" in text
+    assert "retries = '-1' from flag --retries: must be between 0 and 10" in text
+    assert "api_url" in text
+
+
+def test_unknown_file_keys_and_bad_toml_are_errors(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("manifest_tll = 3\n")
+    with pytest.raises(ConfigError, match="unknown setting 'manifest_tll'"):
+        load({}, {}, str(bad))
+    bad.write_text("this is not toml")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load({}, {}, str(bad))
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load({}, {}, str(tmp_path / "missing.toml"))
+
+
+def test_api_url_gets_the_builder_prefix_only_when_it_has_no_path():
+    assert load({"api_url": "https://api.colabhive.com/"}, {}).config.api_url == "https://api.colabhive.com" + API_PREFIX
+    assert load({"api_url": "http://127.0.0.1:9/x/v1"}, {}).config.api_url == "http://127.0.0.1:9/x/v1"
+
+
+def test_describe_never_shows_the_key():
+    key = "hive_live_0123456789abcdef"
+    resolved = load({}, {"COLABHIVE_API_KEY": key})
+    rows = {name: (value, source) for name, value, source in resolved.describe()}
+    value, source = rows["api_key"]
+    assert key not in value and "sha256" in value and source == "environment COLABHIVE_API_KEY"
+
+
+def test_secret_values_are_not_echoed_in_errors():
+    with pytest.raises(ConfigError) as caught:
+        load({"api_key": 12345}, {})
+    assert "12345" not in str(caught.value) and "(secret)" in str(caught.value)

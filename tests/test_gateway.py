@@ -1,0 +1,194 @@
+"""The gateway client's edge cases, against `responses` (the sandbox covers the happy paths)."""
+
+import gzip
+import json
+
+import pytest
+import requests
+import responses
+from responses import matchers
+
+from colabhive_mcp.gateway import Gateway, GatewayError
+
+BASE = "https://gw.test/api/builder/v1"
+KEY = "hive_unit_test_key"
+
+
+@pytest.fixture
+def gateway():
+    return Gateway(BASE, KEY, account_id="acct_1", timeout=5, retries=2, backoff=0.001)
+
+
+def invocation(status="succeeded", **extra):
+    return {"invocation_id": "inv_1", "action_slug": "echo", "status": status, **extra}
+
+
+@responses.activate
+def test_requests_carry_auth_agent_and_account(gateway):
+    responses.get(BASE + "/mcp/manifest", json={"tools": [], "nextCursor": None}, match=[
+        matchers.header_matcher({"X-API-Key": KEY, "X-Account-ID": "acct_1", "Accept-Encoding": "gzip"})])
+    gateway.fetch_manifest()
+    assert responses.calls[0].request.headers["User-Agent"].startswith("colabhive-mcp/")
+
+
+@responses.activate
+def test_manifest_reads_every_page_and_keeps_the_etag(gateway):
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({})],
+                  json={"tools": [{"name": "a"}], "nextCursor": "p2"}, headers={"ETag": '"v1"'})
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "p2"})],
+                  json={"tools": [{"name": "b"}, {"nameless": True}], "nextCursor": None}, headers={"ETag": '"v1"'})
+    document = gateway.fetch_manifest()
+    assert [e["name"] for e in document.entries] == ["a", "b"]
+    assert document.etag == '"v1"' and document.size > 0
+
+
+@responses.activate
+def test_manifest_304_means_unchanged_and_sends_if_none_match(gateway):
+    responses.get(BASE + "/mcp/manifest", status=304, match=[matchers.header_matcher({"If-None-Match": '"v1"'})])
+    assert gateway.fetch_manifest('"v1"') is None
+
+
+@responses.activate
+def test_manifest_gzip_body_is_decoded(gateway):
+    body = gzip.compress(json.dumps({"tools": [{"name": "z"}], "nextCursor": None}).encode())
+    responses.get(BASE + "/mcp/manifest", body=body, headers={"Content-Encoding": "gzip", "ETag": '"g"'},
+                  content_type="application/json")
+    assert [e["name"] for e in gateway.fetch_manifest().entries] == ["z"]
+
+
+@responses.activate
+def test_manifest_that_changes_between_pages_is_read_again(gateway):
+    first = responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({})],
+                          json={"tools": [{"name": "a"}], "nextCursor": "p2"}, headers={"ETag": '"v1"'})
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "p2"})],
+                  json={"tools": [{"name": "b"}], "nextCursor": None}, headers={"ETag": '"v2"'})
+    with pytest.raises(GatewayError, match="kept changing"):
+        gateway.fetch_manifest()
+    assert first.call_count == 2
+
+
+@responses.activate
+def test_manifest_with_a_looping_cursor_or_a_wrong_shape_fails_clearly(gateway):
+    responses.get(BASE + "/mcp/manifest", json={"tools": [], "nextCursor": "same"})
+    with pytest.raises(GatewayError, match="cursors loop"):
+        gateway.fetch_manifest()
+    responses.replace(responses.GET, BASE + "/mcp/manifest", json=["not", "an", "object"])
+    with pytest.raises(GatewayError, match="'tools' list"):
+        gateway.fetch_manifest()
+    responses.replace(responses.GET, BASE + "/mcp/manifest", body="<html>oops</html>")
+    with pytest.raises(GatewayError, match="not JSON"):
+        gateway.fetch_manifest()
+
+
+@pytest.mark.parametrize("body,expected", [
+    ({"detail": "no such key"}, "401 no such key"),
+    ({"detail": {"message": "bad thing", "code": "x1"}}, "401 bad thing"),
+    ({"error": {"code": "auth", "message": "denied"}}, "401 denied"),
+    ("plain text, not JSON", "401 Unauthorized"),
+])
+@responses.activate
+def test_every_error_body_shape_becomes_one_message(gateway, body, expected):
+    kwargs = {"json": body} if isinstance(body, dict) else {"body": body}
+    responses.get(BASE + "/invocations/inv_1", status=401, **kwargs)
+    with pytest.raises(GatewayError) as caught:
+        gateway.get_invocation("inv_1")
+    assert caught.value.message == expected and caught.value.status == 401
+
+
+@responses.activate
+def test_retry_after_is_kept_in_seconds_or_http_date(gateway):
+    responses.get(BASE + "/invocations/inv_1", status=429, json={"detail": "slow down"}, headers={"Retry-After": "7"})
+    with pytest.raises(GatewayError) as caught:
+        gateway.get_invocation("inv_1")
+    assert caught.value.retry_after == 7.0 and caught.value.transient
+    responses.replace(responses.GET, BASE + "/invocations/inv_1", status=429,
+                      headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})
+    with pytest.raises(GatewayError) as caught:
+        gateway.get_invocation("inv_1")
+    assert caught.value.retry_after == 0.0
+
+
+@responses.activate
+def test_gets_are_retried_on_503_and_connection_errors(gateway):
+    url = BASE + "/invocations/inv_1"
+    responses.get(url, status=503)
+    responses.get(url, body=requests.ConnectionError("reset by peer"))
+    responses.get(url, json=invocation("running"), headers={"Retry-After": "2"})
+    inv, retry_after = gateway.get_invocation("inv_1")
+    assert inv["status"] == "running" and retry_after == 2.0
+    assert len(responses.calls) == 3
+
+
+@responses.activate
+def test_retries_give_up_after_the_configured_count(gateway):
+    responses.get(BASE + "/invocations/inv_1", status=502)
+    with pytest.raises(GatewayError) as caught:
+        gateway.get_invocation("inv_1")
+    assert caught.value.status == 502 and len(responses.calls) == 3
+
+
+@responses.activate
+def test_client_errors_are_not_retried(gateway):
+    responses.post(BASE + "/actions/echo:invoke", status=422, json={"detail": {"message": "text is required"}})
+    with pytest.raises(GatewayError, match="422 text is required"):
+        gateway.invoke("echo", {})
+    assert len(responses.calls) == 1
+
+
+@responses.activate
+def test_invoke_retry_reuses_the_idempotency_key(gateway):
+    url = BASE + "/actions/echo:invoke"
+    responses.post(url, body=requests.ConnectionError("dropped"))
+    responses.post(url, json=invocation(result="hi"), match=[
+        matchers.json_params_matcher({"input": {"text": "hi"}, "sync": True, "sync_timeout_s": 2})])
+    result = gateway.invoke("echo", {"text": "hi"}, sync_timeout_s=2, idempotency_key="idem-1")
+    assert result["result"] == "hi"
+    keys = [c.request.headers["Idempotency-Key"] for c in responses.calls]
+    assert keys == ["idem-1", "idem-1"]
+
+
+@responses.activate
+def test_invoke_without_a_key_generates_one(gateway):
+    responses.post(BASE + "/actions/echo:invoke", json=invocation())
+    gateway.invoke("echo", {})
+    assert len(responses.calls[0].request.headers["Idempotency-Key"]) >= 32
+
+
+@responses.activate
+def test_slugs_and_ids_cannot_leave_their_path_segment(gateway):
+    responses.post(BASE + "/actions/a%2F..%2F..%2Fadmin%3Fx%3D1:invoke", json=invocation())
+    responses.get(BASE + "/invocations/..%2F..%2Fevil.example%2Fx", json=invocation())
+    gateway.invoke("a/../../admin?x=1", {})
+    gateway.get_invocation("../../evil.example/x")
+    assert all(c.request.url.startswith(BASE + "/") for c in responses.calls)
+
+
+@responses.activate
+def test_cancel_without_a_route_is_none(gateway):
+    responses.post(BASE + "/invocations/inv_1:cancel", status=405)
+    assert gateway.cancel("inv_1") is None
+    responses.replace(responses.POST, BASE + "/invocations/inv_1:cancel", json=invocation("cancelled"))
+    assert gateway.cancel("inv_1")["status"] == "cancelled"
+
+
+@responses.activate
+def test_an_answer_that_is_not_an_invocation_is_an_error(gateway):
+    responses.get(BASE + "/invocations/inv_1", json={"hello": "world"})
+    with pytest.raises(GatewayError, match="not an invocation"):
+        gateway.get_invocation("inv_1")
+
+
+@responses.activate
+def test_a_truncated_body_is_retried_then_reported(gateway):
+    responses.get(BASE + "/invocations/inv_1", body=requests.exceptions.ChunkedEncodingError("truncated"))
+    with pytest.raises(GatewayError, match="cannot reach the gateway") as caught:
+        gateway.get_invocation("inv_1")
+    assert caught.value.status is None and len(responses.calls) == 3
+
+
+@responses.activate
+def test_a_timeout_is_reported_not_retried(gateway):
+    responses.get(BASE + "/invocations/inv_1", body=requests.ReadTimeout("slow"))
+    with pytest.raises(GatewayError, match="did not answer within 5 s"):
+        gateway.get_invocation("inv_1")
+    assert len(responses.calls) == 1
