@@ -24,6 +24,7 @@ class StdioPeer:
     def __init__(self, argv: list[str], env: dict[str, str] | None = None, stderr: Any = subprocess.DEVNULL) -> None:
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
         self.notifications: list[dict[str, Any]] = []
+        self.unparsable: list[bytes] = []  # anything on stdout that is not JSON (must stay empty)
         self.on_notification: Callable[[dict[str, Any]], None] | None = None
         self._responses: dict[Any, dict[str, Any]] = {}
         self._anonymous: list[dict[str, Any]] = []
@@ -35,7 +36,11 @@ class StdioPeer:
     def _read(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
-            message = json.loads(line)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                self.unparsable.append(line)
+                continue
             with self._ready:
                 if isinstance(message, list) or "method" not in message:
                     key = message[0].get("id") if isinstance(message, list) and message else message.get("id")

@@ -1,0 +1,45 @@
+"""Shared fixtures: a real sandbox gateway on loopback, and tenants/servers pointed at it."""
+
+import pytest
+
+from colabhive_mcp.config import Config
+from colabhive_mcp.protocol import Server
+from colabhive_mcp.sandbox import DEMO_KEY, Sandbox
+from colabhive_mcp.tenant import Tenant
+
+
+@pytest.fixture(scope="session")
+def gateway_sandbox():
+    with Sandbox(cold_start_s=3.0, page_size=4) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture
+def sandbox(gateway_sandbox):
+    """The session's sandbox, reset (catalogue, faults, journal, cold models) for each test."""
+    gateway_sandbox.reset()
+    yield gateway_sandbox
+    gateway_sandbox.reset()
+
+
+@pytest.fixture
+def config(sandbox):
+    return Config(api_url=sandbox.url, api_key=DEMO_KEY, poll_initial=0.05, poll_max_interval=0.3, retries=1)
+
+
+@pytest.fixture
+def tenant(config):
+    tenant = Tenant(config, config.api_key)
+    yield tenant
+    tenant.close()
+
+
+@pytest.fixture
+def server(config):
+    return Server(config)
+
+
+@pytest.fixture
+def journal(sandbox):
+    """``journal(route=None)``: the sandbox's recorded gateway requests, optionally of one route."""
+    return lambda route=None: [e for e in sandbox.journal_entries() if route is None or e["route"] == route]

@@ -1,0 +1,91 @@
+"""Every result shape of the gateway contract becomes the right MCP content."""
+
+import base64
+import json
+
+import pytest
+
+from colabhive_mcp.content import failure_message, for_version, tool_result
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
+
+
+def done(result, status="succeeded"):
+    return {"invocation_id": "inv_1", "status": status, "result": result}
+
+
+@pytest.mark.parametrize("result,expected_text", [
+    ("plain words", "plain words"),
+    ({"choices": [{"message": {"role": "assistant", "content": "Hi there"}}]}, "Hi there"),
+    ({"choices": [{"text": "legacy completion"}]}, "legacy completion"),
+    ({"text": "a summary"}, "a summary"),
+    (None, "(the action returned no result)"),
+])
+def test_text_shapes(result, expected_text):
+    assert tool_result(done(result), "t", "2025-11-25") == {"content": [{"type": "text", "text": expected_text}]}
+
+
+def test_completed_means_succeeded():
+    assert tool_result(done("ok", status="completed"), "t", "2025-11-25")["content"][0]["text"] == "ok"
+
+
+def test_embeddings_are_summarised_not_dumped():
+    vector = [0.5] * 4096
+    text = tool_result(done({"embedding": vector}), "t", "2025-11-25")["content"][0]["text"]
+    assert "4096 dimensions" in text and "L2 norm 32.0000" in text and len(text) < 300
+
+
+def test_image_and_audio_become_blocks():
+    image = tool_result(done({"image_b64": PNG, "mime_type": "image/png"}), "t", "2025-11-25")["content"][0]
+    assert image == {"type": "image", "data": PNG, "mimeType": "image/png"}
+    audio = tool_result(done({"audio_b64": "UklGRg==", "mime_type": "audio/wav"}), "t", "2025-11-25")["content"][0]
+    assert audio == {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"}
+    link = tool_result(done({"image_url": "https://cdn.example/x.png"}), "t", "2025-11-25")["content"][0]
+    assert link["text"] == "Image: https://cdn.example/x.png"
+
+
+def test_mcp_native_results_pass_through_without_malformed_blocks():
+    native = {"content": [{"type": "text", "text": "a"}, "junk", {"no": "type"},
+                          {"type": "resource", "resource": {"uri": "test://x", "text": "t"}}],
+              "structuredContent": {"a": 1}}
+    result = tool_result(done(native), "t", "2025-11-25")
+    assert [b["type"] for b in result["content"]] == ["text", "resource"]
+    assert result["structuredContent"] == {"a": 1}
+
+
+def test_other_json_falls_back_to_text_and_structured_content_needs_a_matching_schema():
+    value = {"id": "ct_1", "name": "Ada"}
+    schema = {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}
+    plain = tool_result(done(value), "t", "2025-11-25")
+    assert json.loads(plain["content"][0]["text"]) == value and "structuredContent" not in plain
+    structured = tool_result(done(value), "t", "2025-11-25", schema)
+    assert structured["structuredContent"] == value and json.loads(structured["content"][0]["text"]) == value
+    mismatch = tool_result(done({"name": "no id"}), "t", "2025-11-25", schema)
+    assert "structuredContent" not in mismatch
+
+
+@pytest.mark.parametrize("error,expected", [
+    ("model exploded", "model exploded"),
+    ({"code": "model_error", "message": "upstream model crashed"}, "upstream model crashed (model_error)"),
+    (None, "the action failed without saying why"),
+])
+def test_failures_are_readable_error_results(error, expected):
+    result = tool_result({"status": "failed", "error": error}, "t", "2025-11-25")
+    assert result["isError"] is True and expected in result["content"][0]["text"]
+    assert failure_message(error) == expected
+
+
+def test_cancelled_is_an_error_result():
+    result = tool_result({"status": "cancelled"}, "t", "2025-11-25")
+    assert result["isError"] is True and "cancelled" in result["content"][0]["text"]
+
+
+def test_older_revisions_get_only_what_they_understand():
+    result = {"content": [{"type": "audio", "data": "x", "mimeType": "audio/wav"},
+                          {"type": "resource_link", "uri": "https://x", "name": "x"}],
+              "structuredContent": {"a": 1}}
+    old = for_version(result, "2024-11-05")
+    assert [b["type"] for b in old["content"]] == ["text", "text"] and "structuredContent" not in old
+    mid = for_version(result, "2025-03-26")
+    assert [b["type"] for b in mid["content"]] == ["audio", "text"]
+    assert for_version(result, "2025-06-18") is result

@@ -1,0 +1,127 @@
+"""The poll loop: backoff, Retry-After, deadlines, cancellation, transient failures, progress."""
+
+import threading
+import time
+
+import pytest
+
+from colabhive_mcp.gateway import GatewayError
+from colabhive_mcp.invocation import Backoff, ProgressTracker, run, status_message
+
+FAST = Backoff(initial=0.01, maximum=0.02, jitter=0.0)
+
+
+class ScriptedGateway:
+    """Answers invoke with the first state and each poll with the next one."""
+
+    def __init__(self, *states, retry_after=None):
+        self.states = list(states)
+        self.retry_after = retry_after
+        self.polls, self.cancels, self.invokes = [], [], []
+
+    def invoke(self, slug, arguments, **kwargs):
+        self.invokes.append((slug, arguments, kwargs))
+        return self._next()
+
+    def get_invocation(self, invocation_id):
+        self.polls.append(time.monotonic())
+        state = self._next()
+        if isinstance(state, Exception):
+            raise state
+        return state, self.retry_after
+
+    def cancel(self, invocation_id):
+        self.cancels.append(invocation_id)
+        return {"invocation_id": invocation_id, "status": "cancelled"}
+
+    def _next(self):
+        return self.states.pop(0) if len(self.states) > 1 else self.states[0]
+
+
+def inv(status, **extra):
+    return {"invocation_id": "inv_1", "status": status, **extra}
+
+
+def test_a_terminal_invoke_answer_needs_no_poll():
+    gateway = ScriptedGateway(inv("succeeded", result="hi"))
+    outcome = run(gateway, "echo", {"text": "hi"}, cancelled=threading.Event(), backoff=FAST)
+    assert outcome.state == "done" and outcome.polls == 0 and gateway.polls == []
+    slug, arguments, kwargs = gateway.invokes[0]
+    assert kwargs["sync"] is True and kwargs["idempotency_key"]
+
+
+def test_queued_work_is_polled_until_terminal_and_each_change_is_reported():
+    gateway = ScriptedGateway(inv("queued"), inv("queued"), inv("running", progress={"progress": 1, "total": 2}),
+                              inv("running", progress={"progress": 2, "total": 2}), inv("succeeded", result="x"))
+    updates = []
+    outcome = run(gateway, "s", {}, cancelled=threading.Event(), on_update=updates.append, backoff=FAST)
+    assert outcome.state == "done" and outcome.polls == 4
+    assert [u["status"] for u in updates] == ["queued", "running", "running"]  # the repeated "queued" is not news
+
+
+def test_max_wait_returns_the_pending_invocation():
+    gateway = ScriptedGateway(inv("running"))
+    outcome = run(gateway, "s", {}, cancelled=threading.Event(), max_wait=0.2, backoff=FAST)
+    assert outcome.state == "pending" and outcome.invocation_id == "inv_1"
+
+
+def test_cancellation_interrupts_the_backoff_sleep_and_cancels_upstream():
+    gateway = ScriptedGateway(inv("queued"))
+    cancelled = threading.Event()
+    threading.Timer(0.2, cancelled.set).start()
+    started = time.monotonic()
+    outcome = run(gateway, "s", {}, cancelled=cancelled, backoff=Backoff(initial=30, maximum=30))
+    assert outcome.state == "cancelled" and gateway.cancels == ["inv_1"]
+    assert time.monotonic() - started < 5  # did not sleep out the 30 s interval
+
+
+def test_a_call_cancelled_before_it_starts_never_reaches_the_gateway():
+    gateway = ScriptedGateway(inv("succeeded"))
+    cancelled = threading.Event()
+    cancelled.set()
+    assert run(gateway, "s", {}, cancelled=cancelled).state == "cancelled"
+    assert gateway.invokes == []
+
+
+def test_retry_after_is_a_lower_bound_for_the_next_poll():
+    gateway = ScriptedGateway(inv("queued"), inv("queued"), inv("succeeded"), retry_after=0.3)
+    run(gateway, "s", {}, cancelled=threading.Event(), backoff=FAST)
+    assert gateway.polls[1] - gateway.polls[0] >= 0.29
+
+
+def test_transient_poll_failures_are_tolerated_but_not_forever():
+    flaky = ScriptedGateway(inv("queued"), GatewayError("503 busy", 503), inv("succeeded"))
+    assert run(flaky, "s", {}, cancelled=threading.Event(), backoff=FAST).state == "done"
+    dead = ScriptedGateway(inv("queued"), GatewayError("cannot reach the gateway"))
+    with pytest.raises(GatewayError):
+        run(dead, "s", {}, cancelled=threading.Event(), backoff=FAST)
+    assert len(dead.polls) == 3
+    gone = ScriptedGateway(inv("queued"), GatewayError("404 not found", 404))
+    with pytest.raises(GatewayError):
+        run(gone, "s", {}, cancelled=threading.Event(), backoff=FAST)
+    assert len(gone.polls) == 1
+
+
+def test_backoff_grows_to_its_cap_with_bounded_jitter():
+    delays = Backoff(initial=0.5, maximum=4, factor=2, jitter=0.1).delays()
+    values = [next(delays) for _ in range(8)]
+    assert 0.45 <= values[0] <= 0.55 and all(3.6 <= v <= 4.4 for v in values[4:])
+
+
+def test_progress_only_ever_grows_and_says_something_human():
+    tracker = ProgressTracker()
+    states = [inv("queued", model_state="cold", status_detail="loading weights"), inv("queued"),
+              inv("running", progress={"progress": 1, "total": 4, "message": "step 1 of 4"}),
+              inv("running", progress={"progress": 1, "total": 4, "message": "step 1 of 4"}),
+              inv("running", progress={"progress": 3, "total": 4})]
+    reports = [tracker.advance(s) for s in states]
+    values = [r[0] for r in reports]
+    assert values == sorted(values) and len(set(values)) == len(values) and values[-1] < 100
+    assert reports[0][2] == "loading model (cold start): loading weights"
+    assert reports[2][2] == "step 1 of 4"
+    assert all(r[1] == 100.0 for r in reports)
+
+
+def test_status_messages():
+    assert status_message(inv("queued", status_detail="waiting for a GPU")) == "queued: waiting for a GPU"
+    assert status_message(inv("running")) == "running…"

@@ -1,0 +1,326 @@
+"""The protocol core, driven in-process against a tenant on the sandbox gateway (both eras)."""
+
+import threading
+import time
+
+import pytest
+
+from colabhive_mcp.config import Config
+from colabhive_mcp.protocol import LEGACY_VERSIONS, Server, Session
+from colabhive_mcp.sandbox import DEMO_KEY_B
+from colabhive_mcp.tenant import Tenant
+
+
+
+MODERN = "2026-07-28"
+
+
+class Client:
+    """Calls Server.handle the way a transport does, collecting notifications."""
+
+    def __init__(self, server, tenant, session=None):
+        self.server, self.tenant = server, tenant
+        self.session = session or Session(id="test")
+        self.notifications = []
+        self.ids = iter(range(1, 10_000))
+
+    def send(self, message, cancelled=None):
+        return self.server.handle(message, tenant=self.tenant, session=self.session,
+                                  notify=self.notifications.append, cancelled=cancelled)
+
+    def request(self, method, params=None, **kwargs):
+        message = {"jsonrpc": "2.0", "id": next(self.ids), "method": method}
+        if params is not None:
+            message["params"] = params
+        return self.send(message, **kwargs)
+
+    def initialize(self, version="2025-11-25"):
+        answer = self.request("initialize", {"protocolVersion": version, "capabilities": {},
+                                             "clientInfo": {"name": "pytest", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return answer
+
+    def modern(self, method, params=None, **meta):
+        params = dict(params or {})
+        params["_meta"] = {"io.modelcontextprotocol/protocolVersion": MODERN,
+                           "io.modelcontextprotocol/clientCapabilities": {}, **meta}
+        return self.request(method, params)
+
+    def call(self, name, arguments=None, modern=False, **meta):
+        params = {"name": name, "arguments": arguments or {}}
+        if modern:
+            return self.modern("tools/call", params, **meta)
+        if meta:
+            params["_meta"] = meta
+        return self.request("tools/call", params)
+
+
+@pytest.fixture
+def client(server, tenant):
+    return Client(server, tenant)
+
+
+def text_of(answer):
+    return answer["result"]["content"][0]["text"]
+
+
+# -- lifecycle -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("requested,negotiated", [(v, v) for v in LEGACY_VERSIONS] +
+                         [("2026-07-28", "2025-11-25"), ("1999-01-01", "2025-11-25")])
+def test_initialize_negotiates_a_legacy_version(client, requested, negotiated):
+    result = client.initialize(requested)["result"]
+    assert result["protocolVersion"] == negotiated
+    assert result["capabilities"]["tools"] == {"listChanged": False} and "logging" in result["capabilities"]
+    assert result["serverInfo"]["name"] == "colabhive-mcp" and result["instructions"]
+    assert ("title" in result["serverInfo"]) == (negotiated >= "2025-06-18")
+
+
+def test_requests_before_initialize_are_refused_but_ping_is_answered(client):
+    assert client.request("ping") == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    answer = client.request("tools/list")
+    assert answer["error"]["code"] == -32602 and "initialize" in answer["error"]["message"]
+    assert client.request("initialize", {"capabilities": {}})["error"]["code"] == -32602
+
+
+def test_unknown_methods_and_bad_envelopes(client):
+    client.initialize()
+    assert client.request("resources/list")["error"]["code"] == -32601
+    assert client.send({"jsonrpc": "1.0", "id": 5, "method": "ping"})["error"]["code"] == -32600
+    assert client.send({"jsonrpc": "2.0", "id": None, "method": "ping"}) == {
+        "jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": 'Invalid Request: "id" must be a string or an integer'}}
+    assert client.send({"jsonrpc": "2.0", "id": 6, "method": "ping", "params": [1]})["error"]["code"] == -32602
+    assert client.send([1, 2]) is not None  # not a dict: an invalid request, answered
+    assert client.send({"jsonrpc": "2.0", "method": "notifications/whatever", "params": 3}) is None
+    assert client.send({"jsonrpc": "2.0", "id": 9, "result": {}}) is None  # a response: no answer
+
+
+def test_logging_set_level_validates_the_level(client):
+    client.initialize()
+    assert client.request("logging/setLevel", {"level": "debug"})["result"] == {}
+    assert client.request("logging/setLevel", {"level": "loud"})["error"]["code"] == -32602
+
+
+def test_batches_only_under_2025_03_26(server, tenant):
+    old = Client(server, tenant)
+    old.initialize("2025-03-26")
+    batch = [{"jsonrpc": "2.0", "id": "a", "method": "ping"}, {"jsonrpc": "2.0", "method": "notifications/x"},
+             {"jsonrpc": "2.0", "id": "b", "method": "tools/list"}]
+    answers = server.handle_batch(batch, session=old.session, tenant=tenant)
+    assert [a["id"] for a in answers] == ["a", "b"] and answers[1]["result"]["tools"]
+    new = Client(server, tenant)
+    new.initialize("2025-06-18")
+    assert server.handle_batch(batch, session=new.session, tenant=tenant)["error"]["code"] == -32600
+
+
+# -- 2026-07-28 ------------------------------------------------------------------------------
+
+def test_discover_and_stateless_requests(client):
+    result = client.modern("server/discover")["result"]
+    assert result["supportedVersions"][0] == MODERN and "2025-11-25" in result["supportedVersions"]
+    assert result["resultType"] == "complete" and result["ttlMs"] > 0 and result["cacheScope"] == "public"
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "colabhive-mcp"
+    listed = client.modern("tools/list")["result"]
+    assert listed["resultType"] == "complete" and listed["cacheScope"] == "private" and listed["ttlMs"] == 60000
+    assert "execution" not in listed["tools"][0]
+
+
+def test_modern_envelope_errors(client):
+    missing = client.request("tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN}})
+    assert missing["error"]["code"] == -32602 and "clientCapabilities" in missing["error"]["message"]
+    unsupported = client.request("tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2030-01-01",
+                                                          "io.modelcontextprotocol/clientCapabilities": {}}})
+    assert unsupported["error"]["code"] == -32022
+    assert unsupported["error"]["data"]["requested"] == "2030-01-01" and MODERN in unsupported["error"]["data"]["supported"]
+    assert client.modern("ping")["error"]["code"] == -32601
+    assert client.modern("logging/setLevel", {"level": "info"})["error"]["code"] == -32601
+
+
+def test_a_legacy_client_cannot_discover(client):
+    client.initialize()
+    assert client.request("server/discover")["error"]["code"] == -32601
+
+
+# -- tools -----------------------------------------------------------------------------------
+
+def test_tools_list_pages_with_cursors(config, tenant):
+    client = Client(Server(config.replace(tools_page_size=5)), tenant)
+    client.initialize()
+    names, cursor = [], None
+    while True:
+        result = client.request("tools/list", {"cursor": cursor} if cursor else {})["result"]
+        names += [t["name"] for t in result["tools"]]
+        cursor = result.get("nextCursor")
+        if not cursor:
+            break
+    assert names == sorted(names) and len(names) == len(set(names)) > 10
+    assert "alpha-classifier" in names and "beta-sentiment" not in names  # per-key visibility
+    assert all(t["description"] for t in tenant.catalog().listing("2025-11-25"))
+    assert client.request("tools/list", {"cursor": "bm90LWEtY3Vyc29y"})["error"]["code"] == -32602
+
+
+def test_each_key_sees_only_its_own_tools(server, config):
+    other = Tenant(config, DEMO_KEY_B)
+    client = Client(server, other)
+    client.initialize()
+    names = {t["name"] for t in client.request("tools/list")["result"]["tools"]}
+    assert "beta-sentiment" in names and "alpha-classifier" not in names
+    assert client.call("alpha-classifier", {"text": "x"})["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize("modern", [False, True])
+def test_a_fast_call(client, sandbox, modern, journal):
+    if not modern:
+        client.initialize()
+    answer = client.call("hive-chat", {"prompt": "hello"}, modern=modern)
+    assert "hello" in text_of(answer) and not answer["result"].get("isError")
+    assert (answer["result"].get("resultType") == "complete") == modern
+    invokes = journal("invoke")
+    assert len(invokes) == 1 and invokes[0]["idempotency_key"]
+
+
+def test_unknown_tool_is_a_protocol_error(client):
+    client.initialize()
+    answer = client.call("no-such-tool")
+    assert answer["error"] == {"code": -32602, "message": "Unknown tool: no-such-tool"}
+    assert client.request("tools/call", {"arguments": {}})["error"]["code"] == -32602
+    assert client.request("tools/call", {"name": "echo", "arguments": [1]})["error"]["code"] == -32602
+
+
+def test_bad_arguments_are_an_error_result_without_an_upstream_call(client, sandbox, journal):
+    client.initialize()
+    answer = client.call("crm-create-contact", {"name": "Ada"})
+    assert answer["result"]["isError"] is True and "'email' is a required property" in text_of(answer)
+    assert journal("invoke") == []
+
+
+def test_a_filtered_tool_is_hidden_and_refused_without_an_upstream_call(config, sandbox, journal):
+    tenant = Tenant(config.replace(deny=("crm-*",), min_stability="beta"), config.api_key)
+    client = Client(Server(config), tenant)
+    client.initialize()
+    names = {t["name"] for t in client.request("tools/list")["result"]["tools"]}
+    assert "crm-create-contact" not in names and "web-scrape" not in names and "echo" in names
+    answer = client.call("crm-create-contact", {"name": "Ada", "email": "ada@example.com"})
+    assert answer["result"]["isError"] is True and "deny pattern 'crm-*'" in text_of(answer)
+    assert "experimental" in text_of(client.call("web-scrape", {"url": "https://example.com"}))
+    assert journal("invoke") == []
+
+
+def test_a_failing_action_is_an_error_result(client):
+    client.initialize()
+    answer = client.call("flaky-translate", {"text": "bonjour"})
+    assert answer["result"]["isError"] is True and "upstream model crashed" in text_of(answer)
+
+
+def test_a_gateway_outage_is_an_error_result(client, sandbox):
+    client.initialize()
+    client.request("tools/list")
+    sandbox.faults.add(route="invoke", kind="status", status=500, body={"detail": "boom"})
+    answer = client.call("echo", {"text": "x"})
+    assert answer["result"]["isError"] is True and "500 boom" in text_of(answer)
+
+
+def test_a_rejected_key_says_so(config, server):
+    client = Client(server, Tenant(config, "hive_not_a_real_key"))
+    client.initialize()
+    answer = client.request("tools/list")
+    assert answer["error"]["code"] == -32603 and "401" in answer["error"]["message"]
+    assert "hive_not_a_real_key" not in str(answer)
+
+
+def test_queued_work_reports_progress_with_a_token(client):
+    client.initialize()
+    answer = client.call("batch-report", {"seconds": 4}, progressToken="tok-1")
+    assert "report ready" in text_of(answer)
+    progress = [n["params"] for n in client.notifications if n["method"] == "notifications/progress"]
+    assert len(progress) >= 3 and all(p["progressToken"] == "tok-1" for p in progress)
+    values = [p["progress"] for p in progress]
+    assert values == sorted(values) and len(set(values)) == len(values)
+    assert any("step" in p["message"] for p in progress)
+    assert not [n for n in client.notifications if n["method"] == "notifications/message"]
+
+
+def test_no_token_no_progress_and_logs_follow_the_level(client):
+    client.initialize()
+    client.call("batch-report", {"seconds": 2.5})
+    assert client.notifications == []
+    client.request("logging/setLevel", {"level": "info"})
+    client.call("batch-report", {"seconds": 2.5})
+    logs = [n["params"] for n in client.notifications if n["method"] == "notifications/message"]
+    assert logs and all(l["level"] == "info" and l["data"].startswith("batch-report:") for l in logs)
+    client.request("logging/setLevel", {"level": "warning"})
+    before = len(client.notifications)
+    client.call("batch-report", {"seconds": 2.5})
+    assert len(client.notifications) == before
+
+
+def test_modern_requests_log_only_when_their_meta_asks(client):
+    client.call("batch-report", {"seconds": 2.5}, modern=True)
+    assert client.notifications == []
+    client.call("batch-report", {"seconds": 2.5}, modern=True, **{"io.modelcontextprotocol/logLevel": "debug"})
+    assert [n for n in client.notifications if n["method"] == "notifications/message"]
+
+
+def test_the_cold_model_is_slow_once(client):
+    client.initialize()
+    started = time.monotonic()
+    first = client.call("cold-summarizer", {"text": "a long text"}, progressToken=1)
+    cold = time.monotonic() - started
+    assert not first["result"].get("isError")
+    assert any("cold start" in n["params"]["message"] for n in client.notifications)
+    started = time.monotonic()
+    client.call("cold-summarizer", {"text": "another"})
+    assert time.monotonic() - started < cold
+
+
+def test_cancellation_stops_the_call_cancels_upstream_and_sends_nothing(client, server, sandbox, journal):
+    client.initialize()
+    answers = []
+    worker = threading.Thread(target=lambda: answers.append(
+        client.call("batch-report", {"seconds": 30}, progressToken="p")))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while not client.notifications and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sent = len(client.notifications)
+    client.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
+    worker.join(5)
+    assert not worker.is_alive() and answers == [None]
+    assert len(client.notifications) == sent
+    assert [e["route"] for e in journal("cancel")] == ["cancel"]
+
+
+def test_a_cancellation_that_overtakes_its_request_still_counts(client, server, sandbox, journal):
+    client.initialize()
+    server.cancel(client.session, 99)
+    assert client.send({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+                        "params": {"name": "echo", "arguments": {"text": "x"}}}) is None
+    assert journal("invoke") == []
+
+
+def test_poll_max_wait_returns_a_handle(config, sandbox):
+    client = Client(Server(config), Tenant(config.replace(poll_max_wait=1), config.api_key))
+    client.initialize()
+    answer = client.call("batch-report", {"seconds": 5})
+    assert not answer["result"].get("isError")
+    assert "still" in text_of(answer) and "inv_" in text_of(answer)
+
+
+def test_structured_content_follows_the_output_schema(client):
+    client.initialize()
+    result = client.call("crm-create-contact", {"name": "Ada", "email": "ada@example.com"})["result"]
+    assert result["structuredContent"]["email"] == "ada@example.com"
+    assert '"ada@example.com"' in result["content"][0]["text"]
+    old = Client(client.server, client.tenant)
+    old.initialize("2025-03-26")
+    assert "structuredContent" not in old.call("crm-create-contact", {"name": "A", "email": "a@example.com"})["result"]
+
+
+def test_media_results(client):
+    client.initialize()
+    image = client.call("image-gen-tiny", {"prompt": "bees", "size": 16})["result"]["content"][0]
+    assert image["type"] == "image" and image["mimeType"] == "image/png"
+    audio = client.call("tts-voice", {"text": "hi"})["result"]["content"][0]
+    assert audio["type"] == "audio" and audio["mimeType"] == "audio/wav"
+    embedding = text_of(client.call("text-embed-small", {"text": "hi"}))
+    assert "384 dimensions" in embedding

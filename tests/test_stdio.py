@@ -1,0 +1,162 @@
+"""The stdio server as a subprocess: a real session, bad input, concurrency, cancellation, shutdown."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from colabhive_mcp.demo import StdioPeer
+from colabhive_mcp.sandbox import DEMO_KEY
+
+
+def server_env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COLABHIVE_")}
+    env.update(COLABHIVE_LOG_FORMAT="json", **extra)
+    return env
+
+
+@pytest.fixture
+def peer(sandbox):
+    """A stdio server subprocess pointed at the test sandbox (so its journal can be checked)."""
+    peer = StdioPeer([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url,
+                      "--poll-initial", "0.05", "--poll-max-interval", "0.2"],
+                     env=server_env(COLABHIVE_API_KEY=DEMO_KEY))
+    yield peer
+    if peer.process.poll() is None:
+        peer.process.kill()
+        peer.process.wait()
+    assert peer.unparsable == []  # nothing but JSON-RPC ever reached stdout
+
+
+def wait_until(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_sandbox_flag_runs_the_whole_product_with_no_account():
+    peer = StdioPeer([sys.executable, "-m", "colabhive_mcp", "--sandbox"], env=server_env())
+    try:
+        assert peer.initialize()["result"]["protocolVersion"] == "2025-11-25"
+        names = [t["name"] for t in peer.request("tools/list")["result"]["tools"]]
+        assert "hive-chat" in names and "test_simple_text" in names
+        answer = peer.request("tools/call", {"name": "echo", "arguments": {"text": "over stdio"}})
+        assert answer["result"]["content"] == [{"type": "text", "text": "over stdio"}]
+    finally:
+        assert peer.close() == 0
+    assert peer.unparsable == []
+
+
+@pytest.mark.parametrize("line,code,answer_id", [
+    (b"this is not json", -32700, None),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": ', -32700, None),
+    (b"\xff\xfe not utf-8", -32700, None),
+    (b'"just a string"', -32600, None),
+    (b"[]", -32600, None),
+    (b'{"jsonrpc": "2.0", "id": {"an": "object"}, "method": "ping"}', -32600, None),
+    (b"[" * 100_000 + b"]" * 100_000, -32700, None),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": 42}', -32600, 1),
+    (b'{"id": "no-version", "method": "ping"}', -32600, "no-version"),
+])
+def test_malformed_lines_get_an_error_and_the_server_keeps_going(peer, line, code, answer_id):
+    peer.initialize()
+    peer.send(line)
+    answer = peer.next_anonymous() if answer_id is None else peer.wait_for(answer_id)
+    assert answer["id"] == answer_id and answer["error"]["code"] == code
+    assert peer.request("ping")["result"] == {}
+
+
+def test_errors_with_an_id_keep_the_id(peer):
+    peer.initialize()
+    assert peer.request("no/such/method", request_id="x-1")["error"]["code"] == -32601
+    assert peer.request("tools/call", {"name": 7}, request_id=0)["error"]["code"] == -32602
+
+
+def test_a_10_mb_line_is_refused_without_harm(peer):
+    peer.initialize()
+    peer.send(b'{"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {"pad": "' + b"x" * 10_000_000 + b'"}}')
+    answer = peer.next_anonymous(timeout=30)
+    assert answer["error"]["code"] == -32600 and "larger than" in answer["error"]["message"]
+    assert peer.request("ping")["result"] == {}
+    assert peer.request("tools/call", {"name": "echo", "arguments": {"text": "still here"}})["result"][
+        "content"][0]["text"] == "still here"
+
+
+def test_ping_is_answered_while_a_long_call_polls(peer):
+    peer.initialize()
+    peer.send({"jsonrpc": "2.0", "id": "long", "method": "tools/call",
+               "params": {"name": "batch-report", "arguments": {"seconds": 3}, "_meta": {"progressToken": "p"}}})
+    assert wait_until(lambda: peer.notifications)
+    assert peer.request("ping", timeout=2)["result"] == {}
+    assert peer.request("tools/list", timeout=5)["result"]["tools"]
+    assert "report ready" in peer.wait_for("long", timeout=30)["result"]["content"][0]["text"]
+    progress = [n["params"]["progress"] for n in peer.notifications if n["method"] == "notifications/progress"]
+    assert len(progress) >= 2 and progress == sorted(progress)
+
+
+def test_cancellation_reaches_the_gateway_and_silences_the_request(peer, sandbox, journal):
+    peer.initialize()
+    peer.send({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
+               "params": {"name": "batch-report", "arguments": {"seconds": 60}, "_meta": {"progressToken": 77}}})
+    assert wait_until(lambda: peer.notifications)
+    peer.notify("notifications/cancelled", {"requestId": 77, "reason": "user pressed stop"})
+    cancelled_at = time.time()
+    assert wait_until(lambda: journal("cancel"), timeout=5)
+    assert journal("cancel")[0]["t"] - cancelled_at < 1.5
+    with pytest.raises(TimeoutError):
+        peer.wait_for(77, timeout=1.5)
+    count = len(peer.notifications)
+    time.sleep(0.5)
+    assert len(peer.notifications) == count  # nothing more for the cancelled request
+
+
+def test_end_of_input_lets_calls_in_flight_finish(peer):
+    peer.initialize()
+    peer.send({"jsonrpc": "2.0", "id": "last", "method": "tools/call",
+               "params": {"name": "batch-report", "arguments": {"seconds": 2}}})
+    assert peer.close(timeout=30) == 0
+    assert "report ready" in peer.wait_for("last", timeout=1)["result"]["content"][0]["text"]
+
+
+def test_sigterm_cancels_work_in_flight_and_exits(peer, journal):
+    peer.initialize()
+    peer.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": "batch-report", "arguments": {"seconds": 60}, "_meta": {"progressToken": 1}}})
+    assert wait_until(lambda: peer.notifications)
+    peer.process.send_signal(signal.SIGTERM)
+    assert peer.process.wait(timeout=10) == 0
+    assert len(journal("cancel")) == 1
+
+
+def test_without_a_key_it_says_what_to_do():
+    result = subprocess.run([sys.executable, "-m", "colabhive_mcp", "stdio"], env=server_env(),
+                            capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2 and result.stdout == b""
+    assert b"COLABHIVE_API_KEY" in result.stderr
+
+
+def test_a_bad_setting_is_reported_before_serving():
+    result = subprocess.run([sys.executable, "-m", "colabhive_mcp", "stdio", "--manifest-ttl", "soon"],
+                            env=server_env(COLABHIVE_API_KEY=DEMO_KEY), capture_output=True, timeout=30,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 2 and b"manifest_ttl" in result.stderr and result.stdout == b""
+
+
+def test_the_key_never_reaches_the_logs(sandbox):
+    secret = "hive_secret_for_the_log_test_0001"
+    sandbox.faults.clear()
+    result = subprocess.run(
+        [sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url],
+        input=b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+              b'"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+              b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}\n',
+        env=server_env(COLABHIVE_API_KEY=secret, COLABHIVE_LOG_LEVEL="debug"), capture_output=True, timeout=30)
+    assert result.returncode == 0
+    assert b"401" in result.stdout
+    assert secret.encode() not in result.stdout + result.stderr

@@ -1,0 +1,115 @@
+"""Manifest entries → MCP tools: names, descriptions, schemas, annotations, policy, listings."""
+
+import pytest
+
+from colabhive_mcp.manifest import Manifest
+from colabhive_mcp.policy import Policy
+from colabhive_mcp.tools import Catalog, TOOL_FIELDS, annotations, build_definition, tool_name
+
+SAFE = r"^[A-Za-z0-9_.\-]+$"
+
+
+def entry(name, **fields):
+    return {"name": name, "description": f"{name} does things", **fields}
+
+
+@pytest.mark.parametrize("slug", ["hive-chat", "llm/gpt 4o (mini)", "ünïcode-módel", "x" * 200, "///", "a.b_c-d"])
+def test_names_are_safe_bounded_and_stable(slug):
+    name = tool_name(slug, 48)
+    assert len(name) <= 48
+    assert __import__("re").fullmatch(SAFE, name)
+    assert tool_name(slug, 48) == name  # deterministic (the hash does not depend on the process)
+
+
+def test_safe_short_slugs_keep_their_name_and_sanitised_ones_do_not_collide():
+    assert tool_name("hive-chat", 48) == "hive-chat"
+    assert tool_name("a/b", 48) != tool_name("a b", 48)
+    assert tool_name("a/b", 48).startswith("a_b_")
+    long_a, long_b = "model-" + "a" * 80, "model-" + "a" * 79 + "b"
+    assert tool_name(long_a, 48) != tool_name(long_b, 48)
+
+
+def test_description_mentions_side_effects_latency_cost_and_stability():
+    text = build_definition(entry("crm", sideEffects=["writes", "billing"], latencyClass="slow",
+                                  costHint="$0.01 per call", stability="beta"), "crm")["description"]
+    assert text.startswith("crm does things")
+    for part in ("Side effects: writes, billing.", "Slow:", "Cost: $0.01 per call.", "Stability: beta."):
+        assert part in text
+
+
+def test_input_schema_always_has_an_object_root():
+    assert build_definition(entry("a"), "a")["inputSchema"] == {"type": "object", "properties": {}}
+    schema = build_definition(entry("b", inputSchema={"properties": {"x": {"type": "string"}}}), "b")["inputSchema"]
+    assert schema["type"] == "object" and "x" in schema["properties"]
+    kept = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+            "$defs": {"a": {"type": "string"}}, "properties": {"x": {"$ref": "#/$defs/a"}},
+            "additionalProperties": False}
+    assert build_definition(entry("c", inputSchema=kept), "c")["inputSchema"] == kept
+
+
+@pytest.mark.parametrize("fields,expected", [
+    ({"sideEffects": []}, {"readOnlyHint": True, "openWorldHint": False}),
+    ({"sideEffects": ["writes"]}, {"readOnlyHint": False, "destructiveHint": True, "openWorldHint": False}),
+    ({"sideEffects": ["external_network"]}, {"readOnlyHint": False, "openWorldHint": True}),
+    ({}, {"readOnlyHint": False, "destructiveHint": True, "openWorldHint": True}),  # unknown: conservative
+    ({"sideEffects": ["writes"], "annotations": {"readOnlyHint": True}}, {"readOnlyHint": True}),  # gateway wins
+])
+def test_annotations_are_derived_from_side_effects_unless_given(fields, expected):
+    derived = annotations(entry("t", **fields))
+    assert {k: derived[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("policy,hidden", [
+    (Policy(), set()),
+    (Policy(allow=("hive-*",)), {"crm-create", "web", "exp"}),
+    (Policy(deny=("crm-*", "web")), {"crm-create", "web"}),
+    (Policy(kinds=("llm",)), {"crm-create", "web", "exp"}),
+    (Policy(read_only=True), {"crm-create", "web"}),
+    (Policy(side_effects=("external_network",)), {"crm-create"}),
+    (Policy(side_effects=()), {"crm-create", "web"}),
+    (Policy(min_stability="beta"), {"exp"}),
+    (Policy(min_stability="stable"), {"exp", "web"}),
+])
+def test_policy_filters(policy, hidden):
+    entries = (entry("hive-chat", kind="llm", sideEffects=[], stability="stable"),
+               entry("crm-create", kind="operation", sideEffects=["writes"], stability="stable"),
+               entry("web", kind="tool", sideEffects=["external_network"], stability="beta"),
+               entry("exp", kind="tool", sideEffects=[], stability="experimental"))
+    catalog = Catalog(Manifest(entries, '"e"'), policy, 48)
+    assert {t.name for t in catalog.by_name.values() if t.refusal} == hidden
+    assert [t.name for t in catalog.exposed] == sorted(set(catalog.by_name) - hidden)
+
+
+def test_unknown_side_effects_are_hidden_in_read_only_mode():
+    assert "does not say" in Policy(read_only=True).refusal(entry("x"))
+    assert Policy().refusal(entry("x")) is None
+
+
+def test_listing_is_sorted_and_spelled_for_each_revision():
+    entries = (entry("zeta", displayName="Zeta", sideEffects=[], outputSchema={"type": "object"}),
+               entry("alpha", sideEffects=[]))
+    catalog = Catalog(Manifest(entries, None), Policy(), 48)
+    for version, fields in TOOL_FIELDS.items():
+        listing = catalog.listing(version)
+        assert [t["name"] for t in listing] == ["alpha", "zeta"]
+        assert all(set(t) <= set(fields) for t in listing)
+    assert "annotations" not in catalog.listing("2024-11-05")[1]
+    assert catalog.listing("2025-06-18")[1]["title"] == "Zeta"
+    assert catalog.listing("2025-06-18")[1]["_meta"]["com.colabhive/slug"] == "zeta"
+    assert catalog.listing("2025-11-25") is catalog.listing("2025-11-25")  # built once
+
+
+def test_argument_errors_name_the_field():
+    schema = {"type": "object", "required": ["email"],
+              "properties": {"email": {"type": "string", "format": "email"}, "n": {"type": "integer"}}}
+    catalog = Catalog(Manifest((entry("crm", inputSchema=schema),), None), Policy(), 48)
+    tool = catalog.by_name["crm"]
+    assert tool.argument_errors({"email": "a@b.co"}) is None
+    assert "'email' is a required property" in tool.argument_errors({})
+    message = tool.argument_errors({"email": "a@b.co", "n": "three"})
+    assert "at n" in message and "'three' is not of type 'integer'" in message
+
+
+def test_an_invalid_schema_leaves_validation_to_the_gateway():
+    catalog = Catalog(Manifest((entry("odd", inputSchema={"type": "object", "properties": 5}),), None), Policy(), 48)
+    assert catalog.by_name["odd"].argument_errors({"anything": 1}) is None
