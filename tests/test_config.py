@@ -66,3 +66,21 @@ def test_secret_values_are_not_echoed_in_errors():
     with pytest.raises(ConfigError) as caught:
         load({"api_key": 12345}, {})
     assert "12345" not in str(caught.value) and "(secret)" in str(caught.value)
+
+
+def test_the_example_config_file_names_every_setting_with_its_default(tmp_path):
+    from pathlib import Path
+
+    from colabhive_mcp.config import SETTINGS
+
+    example = Path(__file__).parent.parent / "conf" / "colabhive-mcp.example.toml"
+    uncommented = tmp_path / "all.toml"
+    uncommented.write_text("\n".join(line[2:] for line in example.read_text().splitlines()
+                                     if line.startswith("# ") and " = " in line))
+    resolved = load({}, {}, str(uncommented))
+    for f in SETTINGS:
+        if f.metadata["secret"]:
+            continue
+        assert resolved.sources[f.name].startswith("config file"), f"{f.name} is missing from the example"
+        if f.default is not None:
+            assert getattr(resolved.config, f.name) == f.default

@@ -1,0 +1,1 @@
+"""Tests of the sandbox Builder Gateway (colabhive_mcp.sandbox)."""
