@@ -14,7 +14,7 @@ from typing import Iterator, Sequence
 from . import __version__, logs
 from .config import SETTINGS, Config, ConfigError, Resolved, load
 
-COMMANDS = ("stdio", "config", "sandbox", "demo")
+COMMANDS = ("stdio", "serve", "config", "sandbox", "demo")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -37,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
     stdio = commands.add_parser("stdio", help="serve MCP on stdin/stdout (the default)")
     _add_settings(stdio)
     stdio.set_defaults(run=run_stdio)
+
+    serve = commands.add_parser("serve", help="serve MCP over HTTP (hosted multi-tenant, or --single-tenant)")
+    serve.add_argument("--debug", action="store_true",
+                       help="one process, Werkzeug's threaded server (breakpoint() works), instead of gunicorn")
+    _add_settings(serve)
+    serve.set_defaults(run=run_serve)
 
     config = commands.add_parser("config", help="print the resolved configuration and where each value came from")
     _add_settings(config)
@@ -75,8 +81,9 @@ def resolve(args: argparse.Namespace) -> Resolved:
 
 
 @contextlib.contextmanager
-def gateway_config(args: argparse.Namespace) -> Iterator[Config]:
-    """The configuration to serve with; with ``--sandbox``, pointed at an in-process sandbox."""
+def gateway_config(args: argparse.Namespace, *, demo_key: bool) -> Iterator[Config]:
+    """The configuration to serve with; with ``--sandbox``, pointed at an in-process sandbox
+    (and, when ``demo_key``, using its first demo key)."""
     resolved = resolve(args)
     config = resolved.config
     logs.configure(config.log_level, config.log_format)
@@ -87,7 +94,7 @@ def gateway_config(args: argparse.Namespace) -> Iterator[Config]:
 
     with Sandbox() as sandbox:
         logs.log.bind(url=sandbox.url).info("sandbox.started")
-        yield config.replace(api_url=sandbox.url, api_key=DEMO_KEY)
+        yield config.replace(api_url=sandbox.url, api_key=DEMO_KEY if demo_key else config.api_key)
 
 
 def run_stdio(args: argparse.Namespace) -> int:
@@ -95,12 +102,24 @@ def run_stdio(args: argparse.Namespace) -> int:
     from .tenant import Tenant
     from .transports import stdio
 
-    with gateway_config(args) as config:
+    with gateway_config(args, demo_key=True) as config:
         if not config.api_key:
             raise ConfigError("no API key: set COLABHIVE_API_KEY (or pass --sandbox to try the sandbox gateway)")
         tenant = Tenant(config, config.api_key)
         logs.log.bind(gateway=config.api_url, tenant=tenant.key_id).info("stdio.ready")
         stdio.serve(Server(config), tenant, max_message_bytes=config.max_message_bytes, workers=config.workers)
+    return 0
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from . import serving
+    from .transports.http import check_config
+
+    with gateway_config(args, demo_key=bool(args.single_tenant)) as config:
+        check_config(config)
+        logs.log.bind(bind=config.bind, gateway=config.api_url, single_tenant=config.single_tenant,
+                      workers=1 if args.debug else config.http_workers).info("http.starting")
+        (serving.run_debug if args.debug else serving.run_gunicorn)(config)
     return 0
 
 

@@ -88,6 +88,20 @@ def _url(value: Any) -> str:
     return text if parts.path not in ("", "/") else text + API_PREFIX
 
 
+def _bind(value: Any) -> str:
+    host, sep, port = _text(value).rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError("expected HOST:PORT, e.g. 127.0.0.1:8765")
+    return f"{host}:{port}"
+
+
+def _secret(value: Any) -> str:
+    text = _text(value)
+    if len(text) < 32:
+        raise ValueError("must be at least 32 characters (e.g. 64 hex digits)")
+    return text
+
+
 def _setting(default: Any, parse: Callable[[Any], Any], help: str, *, env: str | None = None,
              secret: bool = False, metavar: str | None = None) -> Any:
     return field(default=default, metadata={
@@ -151,6 +165,34 @@ class Config:
         env="COLABHIVE_MAX_MESSAGE_BYTES")
     workers: int = _setting(
         32, _number(int, 1, 1024), "threads serving stdio requests concurrently", env="COLABHIVE_WORKERS")
+    bind: str = _setting(
+        "127.0.0.1:8765", _bind, "HTTP address to listen on (HOST:PORT)", env="COLABHIVE_BIND", metavar="HOST:PORT")
+    single_tenant: bool = _setting(
+        False, _boolean, "HTTP: serve only the configured key (loopback only), not the request's key",
+        env="COLABHIVE_SINGLE_TENANT")
+    session_secret: str | None = _setting(
+        None, _secret, "HTTP: secret that signs session ids; every instance behind one address needs the same",
+        env="COLABHIVE_SESSION_SECRET", secret=True, metavar="HEX")
+    session_max_age: float = _setting(
+        86400.0, _number(float, 60, 30 * 86400), "HTTP: seconds a session id stays valid",
+        env="COLABHIVE_SESSION_MAX_AGE")
+    allowed_hosts: tuple[str, ...] = _setting(
+        (), _words, "HTTP: Host names accepted besides loopback ('*': any)", env="COLABHIVE_ALLOWED_HOSTS",
+        metavar="HOSTS")
+    allowed_origins: tuple[str, ...] = _setting(
+        (), _words, "HTTP: browser origins allowed (CORS), e.g. https://app.example.com",
+        env="COLABHIVE_ALLOWED_ORIGINS", metavar="ORIGINS")
+    pool_size: int = _setting(
+        64, _number(int, 1, 100000), "HTTP: tenants (API keys) kept warm per worker", env="COLABHIVE_POOL_SIZE")
+    http_workers: int = _setting(
+        2, _number(int, 1, 256), "HTTP: gunicorn worker processes", env="COLABHIVE_HTTP_WORKERS")
+    http_threads: int = _setting(
+        64, _number(int, 1, 10000), "HTTP: threads per worker (each long call holds one)", env="COLABHIVE_HTTP_THREADS")
+    get_streams: bool | None = _setting(
+        None, _boolean, "HTTP: offer the legacy GET notification stream (default: only in single-tenant mode)",
+        env="COLABHIVE_GET_STREAMS")
+    sse_keepalive: float = _setting(
+        15.0, _number(float, 0.1, 3600), "HTTP: seconds between SSE keep-alive comments", env="COLABHIVE_SSE_KEEPALIVE")
     log_level: str = _setting(
         "info", _choice("debug", "info", "warning", "error"), "log level (logs go to stderr)",
         env="COLABHIVE_LOG_LEVEL", metavar="LEVEL")
@@ -163,6 +205,21 @@ class Config:
 
 
 SETTINGS: tuple[dataclasses.Field, ...] = dataclasses.fields(Config)
+
+
+def environment(config: Config) -> dict[str, str]:
+    """The environment variables that reproduce ``config`` (how worker processes inherit it)."""
+    env = {}
+    for f in SETTINGS:
+        value = getattr(config, f.name)
+        if value is None or not f.metadata["env"]:
+            continue
+        if isinstance(value, tuple):
+            value = ",".join(value)
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        env[f.metadata["env"]] = str(value)
+    return env
 
 
 @dataclass(frozen=True)

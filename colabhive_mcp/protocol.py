@@ -152,6 +152,13 @@ class Server:
         if event is not None:
             event.set()
 
+    def cancel_session(self, session: Session) -> None:
+        """Cancel the requests in flight of one session (its connection is gone)."""
+        with self._lock:
+            events = [event for (owner, _id), event in self._inflight.items() if owner == session.id]
+        for event in events:
+            event.set()
+
     def cancel_all(self) -> None:
         """Cancel every in-flight request (process shutdown)."""
         with self._lock:

@@ -1,0 +1,81 @@
+"""Running the HTTP app: gunicorn with the project's settings, or Werkzeug for debugging.
+
+``conf/gunicorn.conf.py`` and ``colabhive-mcp serve`` both take their gunicorn settings from
+:func:`gunicorn_settings`, so there is one place that decides workers, threads and timeouts.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any
+
+from .config import Config, environment
+from .logs import log
+
+SECRET_ENV = "COLABHIVE_SESSION_SECRET"
+
+
+def gunicorn_settings(config: Config) -> dict[str, Any]:
+    """gthread workers with enough threads for long polls; timeouts that never kill a stream."""
+    return {
+        "bind": [config.bind],
+        "worker_class": "gthread",
+        "workers": config.http_workers,
+        "threads": config.http_threads,
+        # gthread workers heartbeat from their main loop, so a long SSE call is never "silent":
+        # this only kills a worker whose whole process hangs.
+        "timeout": 60,
+        "graceful_timeout": 60,  # SIGTERM: calls in flight get this long to finish
+        "keepalive": 75,  # behind nginx's keepalive_timeout
+        "accesslog": None,  # never log URLs or users' traffic; events are logged by the app
+        "errorlog": "-",
+        "loglevel": "warning",
+        "proc_name": "colabhive-mcp",
+        "forwarded_allow_ips": "127.0.0.1,::1",
+    }
+
+
+def share_session_secret(config: Config) -> Config:
+    """All workers of one instance must sign sessions alike: make one up if none is configured."""
+    if config.session_secret:
+        return config
+    log.bind(hint=f"set {SECRET_ENV} so sessions survive restarts and work across instances"
+             ).warning("http.session_secret_generated")
+    return config.replace(session_secret=secrets.token_hex(32))
+
+
+def export(config: Config) -> Config:
+    """Put the configuration where the worker processes will find it: this process's environment."""
+    config = share_session_secret(config)
+    os.environ.update(environment(config))
+    return config
+
+
+def run_gunicorn(config: Config) -> None:
+    """Serve ``create_app()`` under gunicorn; workers rebuild the config from the environment."""
+    from gunicorn.app.base import BaseApplication
+
+    config = export(config)
+
+    class Application(BaseApplication):
+        def load_config(self) -> None:
+            for name, value in gunicorn_settings(config).items():
+                self.cfg.set(name, value)
+
+        def load(self) -> Any:
+            from .transports.http import create_app
+
+            return create_app()
+
+    Application().run()
+
+
+def run_debug(config: Config) -> None:
+    """One process, Werkzeug's threaded server: ``breakpoint()`` works anywhere."""
+    from werkzeug.serving import run_simple
+
+    from .transports.http import McpApp
+
+    host, _, port = config.bind.rpartition(":")
+    run_simple(host.strip("[]"), int(port), McpApp(share_session_secret(config)), threaded=True)

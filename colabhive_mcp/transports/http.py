@@ -1,0 +1,496 @@
+"""Streamable HTTP (both eras) and the 2024-11-05 HTTP+SSE transport, as one WSGI app.
+
+``create_app()`` is the gunicorn entry point. The app is stateless across requests: the
+tenant comes from each request's key (or the configured key in single-tenant mode), and a
+legacy session id is a signed token any worker can verify (:mod:`colabhive_mcp.sessions`).
+
+Routes: ``/mcp`` (POST, GET, DELETE), ``/sse`` + ``/messages`` (2024-11-05), ``/healthz``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import queue
+import secrets
+import select
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+from urllib.parse import urlsplit
+
+from cachetools import TTLCache
+from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.wrappers import Request, Response
+
+from .. import jsonrpc
+from ..config import Config, ConfigError, load
+from ..jsonrpc import JsonRpcError
+from ..logs import configure, key_id, log
+from ..pool import TenantPool
+from ..protocol import LEGACY_VERSIONS, META_VERSION, Server, Session
+from ..sessions import SessionCodec, key_binding
+from ..tenant import Tenant
+
+JSON = "application/json"
+SSE = "text/event-stream"
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+DISCONNECT_CHECK_S = 0.5
+STATUS_BY_CODE = {jsonrpc.PARSE_ERROR: 400, jsonrpc.INVALID_REQUEST: 400}
+MODERN_STATUS_BY_CODE = {**STATUS_BY_CODE, jsonrpc.INVALID_PARAMS: 400, jsonrpc.METHOD_NOT_FOUND: 404,
+                         jsonrpc.HEADER_MISMATCH: 400, jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+                         jsonrpc.UNSUPPORTED_PROTOCOL_VERSION: 400}
+
+
+class HttpError(Exception):
+    """An answer decided before the protocol core: an HTTP status with a JSON-RPC error body."""
+
+    def __init__(self, status: int, code: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.headers = status, code, message, headers or {}
+
+    def response(self, request_id: Any = None) -> Response:
+        body = jsonrpc.error(request_id, JsonRpcError(self.code, self.message))
+        return Response(jsonrpc.encode(body), self.status, headers=self.headers, mimetype=JSON)
+
+
+@dataclass
+class _Done:
+    answer: Any
+
+
+class McpApp:
+    """The WSGI application."""
+
+    def __init__(self, config: Config) -> None:
+        check_config(config)
+        self.config = config
+        self.core = Server(config)
+        self.single = Tenant(config, config.api_key) if config.single_tenant and config.api_key else None
+        self.pool = None if config.single_tenant else TenantPool(config)
+        self.sessions = SessionCodec(config.session_secret or secrets.token_hex(32), config.session_max_age)
+        self.get_streams = config.single_tenant if config.get_streams is None else config.get_streams
+        self.hosts = frozenset(h.lower() for h in config.allowed_hosts) | LOOPBACK_HOSTS | {_bind_host(config.bind)}
+        self.origins = frozenset(o.rstrip("/") for o in config.allowed_origins)
+        self._log_levels: TTLCache = TTLCache(maxsize=10_000, ttl=config.session_max_age)
+        self._ended: TTLCache = TTLCache(maxsize=100_000, ttl=config.session_max_age)
+        self._sse_sessions: dict[str, _LegacySseSession] = {}
+        self._lock = threading.Lock()
+
+    # -- WSGI ---------------------------------------------------------------------------------
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        request = Request(environ)
+        request.max_content_length = self.config.max_message_bytes
+        try:
+            self._check_host_and_origin(request)
+            response = self._route(request)
+        except HttpError as exc:
+            response = exc.response()
+        except RequestEntityTooLarge:
+            response = HttpError(413, jsonrpc.INVALID_REQUEST,
+                                 f"Request body larger than {self.config.max_message_bytes} bytes").response()
+        self._add_cors(request, response)
+        return response(environ, start_response)
+
+    def _route(self, request: Request) -> Response:
+        path, method = request.path.rstrip("/") or "/", request.method
+        if method == "OPTIONS":
+            return self._preflight(request)
+        if path == "/mcp":
+            handler = {"POST": self._post, "GET": self._get, "DELETE": self._delete}.get(method)
+            if handler is None:
+                return _not_allowed("GET, POST, DELETE")
+            return handler(request)
+        if path == "/sse" and method == "GET":
+            return self._sse_open(request)
+        if path == "/messages":
+            return self._sse_message(request) if method == "POST" else _not_allowed("POST")
+        if path == "/healthz" and method == "GET":
+            return Response(b'{"status":"ok"}', mimetype=JSON)
+        return Response(b"not found\n", 404, mimetype="text/plain")
+
+    # -- edge checks --------------------------------------------------------------------------
+
+    def _check_host_and_origin(self, request: Request) -> None:
+        """Refuse DNS rebinding: an unknown Host (421) or a foreign Origin (403)."""
+        host = _hostname(request.host)
+        if "*" not in self.hosts and host not in self.hosts:
+            raise HttpError(421, jsonrpc.INVALID_REQUEST, f"Host {host!r} is not served here")
+        origin = request.headers.get("Origin")
+        if origin and origin.rstrip("/") not in self.origins and _hostname(urlsplit(origin).netloc) not in self.hosts:
+            raise HttpError(403, jsonrpc.INVALID_REQUEST, "Origin not allowed")
+
+    def _preflight(self, request: Request) -> Response:
+        if request.headers.get("Origin", "").rstrip("/") not in self.origins:
+            return Response(status=403)
+        return Response(status=204, headers={
+            "Access-Control-Allow-Methods": "GET, POST, DELETE, OPTIONS",
+            "Access-Control-Allow-Headers": "Authorization, X-API-Key, Content-Type, Accept, Mcp-Session-Id, "
+                                            "MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID",
+            "Access-Control-Max-Age": "600"})
+
+    def _add_cors(self, request: Request, response: Response) -> None:
+        origin = request.headers.get("Origin", "").rstrip("/")
+        if origin and origin in self.origins:
+            response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Access-Control-Expose-Headers"] = "Mcp-Session-Id"
+            response.headers["Vary"] = "Origin"
+
+    def _api_key(self, request: Request) -> str:
+        """The tenant's key: the configured one in single-tenant mode, else the request's."""
+        if self.single is not None:
+            return self.config.api_key or ""
+        auth = request.headers.get("Authorization", "")
+        key = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("X-API-Key", "").strip()
+        if not key:
+            raise HttpError(401, jsonrpc.INVALID_REQUEST, "Authentication required: send your ColabHive API key "
+                            "as 'Authorization: Bearer <key>' or 'X-API-Key'", {"WWW-Authenticate": "Bearer"})
+        return key
+
+    @contextlib.contextmanager
+    def _tenant(self, api_key: str) -> Iterator[Tenant]:
+        if self.single is not None:
+            yield self.single
+        else:
+            assert self.pool is not None
+            with self.pool.tenant(api_key) as tenant:
+                yield tenant
+
+    # -- POST /mcp ----------------------------------------------------------------------------
+
+    def _post(self, request: Request) -> Response:
+        accepts = _accepts(request)
+        if not accepts:
+            raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {JSON} or {SSE}")
+        if request.mimetype != JSON:
+            raise HttpError(415, jsonrpc.INVALID_REQUEST, f"Content-Type must be {JSON}")
+        api_key = self._api_key(request)
+        try:
+            message = jsonrpc.decode(request.get_data(cache=False))
+        except JsonRpcError as exc:
+            return _json(jsonrpc.error(None, exc), 400)
+        if _is_modern(message):
+            return self._modern_post(request, message, api_key, accepts)
+        return self._legacy_post(request, message, api_key, accepts)
+
+    def _modern_post(self, request: Request, message: dict[str, Any], api_key: str, accepts: set[str]) -> Response:
+        """2026-07-28: stateless, with the routing headers checked against the body."""
+        mismatch = _header_mismatch(request, message)
+        if mismatch:
+            error = JsonRpcError(jsonrpc.HEADER_MISMATCH, mismatch)
+            return _json(jsonrpc.error(jsonrpc.request_id(message), error), 400)
+        if "id" not in message:
+            return Response(status=202)
+        session = Session(id="modern:" + secrets.token_urlsafe(8))
+        return self._answer(message, api_key, session, accepts, MODERN_STATUS_BY_CODE,
+                            stream=_wants_stream(message, accepts))
+
+    def _legacy_post(self, request: Request, message: Any, api_key: str, accepts: set[str]) -> Response:
+        if isinstance(message, dict) and message.get("method") == "initialize":
+            session = self.sessions.new_session()
+            response = self._answer(message, api_key, session, accepts, STATUS_BY_CODE, stream=False)
+            if session.version is not None:
+                response.headers["Mcp-Session-Id"] = self.sessions.issue(session, api_key)
+                log.bind(session=session.id, tenant=key_id(api_key), transport="streamable-http"
+                         ).info("http.session.issued")
+            return response
+        session = self._restore_session(request, api_key)
+        version = request.headers.get("MCP-Protocol-Version")
+        if version is not None and version not in LEGACY_VERSIONS:
+            raise HttpError(400, jsonrpc.INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}")
+        session.log_level = self._log_levels.get(session.id)
+        if isinstance(message, list):
+            with self._tenant(api_key) as tenant:
+                answer = self.core.handle_batch(message, session=session, tenant=tenant)
+            return Response(status=202) if answer is None else _json(answer, 200)
+        if not (isinstance(message, dict) and "id" in message and "method" in message):
+            with self._tenant(api_key) as tenant:
+                answer = self.core.handle(message, tenant=tenant, session=session)
+            return Response(status=202) if answer is None else _json(answer, _status(answer, STATUS_BY_CODE))
+        response = self._answer(message, api_key, session, accepts, STATUS_BY_CODE,
+                                stream=_wants_stream(message, accepts, session.log_level))
+        if message.get("method") == "logging/setLevel" and session.log_level:
+            self._log_levels[session.id] = session.log_level
+        return response
+
+    def _restore_session(self, request: Request, api_key: str) -> Session:
+        token = request.headers.get("Mcp-Session-Id")
+        if not token:
+            raise HttpError(400, jsonrpc.INVALID_REQUEST, "Missing Mcp-Session-Id: send initialize first")
+        session = self.sessions.restore(token, api_key)
+        if session is None or session.id in self._ended:
+            raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown or expired session: initialize again")
+        return session
+
+    def _answer(self, message: dict[str, Any], api_key: str, session: Session, accepts: set[str],
+                statuses: dict[int, int], *, stream: bool) -> Response:
+        """Serve one request as a JSON body, or as an SSE stream when it will send notifications."""
+        def run(notify: Callable[[dict[str, Any]], None], cancelled: threading.Event) -> Any:
+            with self._tenant(api_key) as tenant:
+                return self.core.handle(message, tenant=tenant, session=session, notify=notify, cancelled=cancelled)
+
+        if stream:
+            return self._stream(run)
+        answer = run(lambda _n: None, threading.Event())
+        return _json(answer, _status(answer, statuses))
+
+    # -- SSE ------------------------------------------------------------------------------------
+
+    def _stream(self, run: Callable[[Callable[[dict[str, Any]], None], threading.Event], Any]) -> Response:
+        """Run the request on its own thread and stream its notifications, then its answer.
+
+        A client that goes away (a failed write, or its socket closing while we wait) cancels
+        the request: its polling stops and the gateway is asked to stop the work.
+        """
+        events: queue.Queue = queue.Queue()
+        cancelled = threading.Event()
+
+        def work() -> None:
+            answer = None
+            try:
+                answer = run(events.put, cancelled)
+            finally:
+                events.put(_Done(answer))
+
+        def generate(environ_socket: socket.socket | None) -> Iterator[bytes]:
+            finished = False
+            try:
+                for item in self._drain(events, environ_socket, cancelled):
+                    if isinstance(item, _Done):
+                        finished = True
+                        if item.answer is not None:
+                            yield _sse_event(item.answer)
+                        return
+                    yield item if isinstance(item, bytes) else _sse_event(item)
+            finally:
+                if not finished:
+                    cancelled.set()
+
+        threading.Thread(target=work, name="mcp-stream", daemon=True).start()
+        return _StreamResponse(generate, mimetype=SSE, headers=SSE_HEADERS)
+
+    def _drain(self, events: queue.Queue, sock: socket.socket | None, cancelled: threading.Event) -> Iterator[Any]:
+        """Items from ``events``, with keep-alive comments while nothing happens."""
+        last = time.monotonic()
+        while True:
+            try:
+                yield events.get(timeout=DISCONNECT_CHECK_S)
+                last = time.monotonic()
+            except queue.Empty:
+                if sock is not None and _peer_closed(sock):
+                    cancelled.set()
+                    return
+                if time.monotonic() - last >= self.config.sse_keepalive:
+                    last = time.monotonic()
+                    yield b": keep-alive\n\n"
+
+    # -- GET / DELETE /mcp ----------------------------------------------------------------------
+
+    def _get(self, request: Request) -> Response:
+        if "Mcp-Session-Id" not in request.headers or not self.get_streams:
+            return _not_allowed("POST" if not self.get_streams else "POST, DELETE")
+        if SSE not in _accepts(request):
+            raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {SSE}")
+        self._restore_session(request, self._api_key(request))
+        quiet: queue.Queue = queue.Queue()
+        cancelled = threading.Event()
+
+        def generate(sock: socket.socket | None) -> Iterator[bytes]:
+            yield b": stream open\n\n"
+            yield from (item for item in self._drain(quiet, sock, cancelled) if isinstance(item, bytes))
+
+        return _StreamResponse(generate, mimetype=SSE, headers=SSE_HEADERS)
+
+    def _delete(self, request: Request) -> Response:
+        if "Mcp-Session-Id" not in request.headers:
+            return _not_allowed("POST")
+        session = self._restore_session(request, self._api_key(request))
+        self._ended[session.id] = True
+        return Response(status=204)
+
+    # -- 2024-11-05 HTTP+SSE --------------------------------------------------------------------
+
+    def _sse_open(self, request: Request) -> Response:
+        """The old transport's stream: an ``endpoint`` event, then every answer of the session."""
+        api_key = self._api_key(request)
+        sse_session = _LegacySseSession(self.sessions.new_session(), key_binding(api_key))
+        with self._lock:
+            self._sse_sessions[sse_session.session.id] = sse_session
+        log.bind(session=sse_session.session.id, tenant=key_id(api_key), transport="sse").info("http.session.issued")
+
+        def generate(sock: socket.socket | None) -> Iterator[bytes]:
+            try:
+                yield f"event: endpoint\ndata: /messages?session_id={sse_session.session.id}\n\n".encode()
+                for item in self._drain(sse_session.outbox, sock, sse_session.closed):
+                    yield item if isinstance(item, bytes) else _sse_event(item)
+            finally:
+                sse_session.closed.set()
+                with self._lock:
+                    self._sse_sessions.pop(sse_session.session.id, None)
+                self.core.cancel_session(sse_session.session)
+
+        return _StreamResponse(generate, mimetype=SSE, headers=SSE_HEADERS)
+
+    def _sse_message(self, request: Request) -> Response:
+        api_key = self._api_key(request)
+        session_id = request.args.get("session_id", "")
+        if not session_id:
+            raise HttpError(400, jsonrpc.INVALID_REQUEST, "Missing session_id")
+        with self._lock:
+            sse_session = self._sse_sessions.get(session_id)
+        if sse_session is None or sse_session.key != key_binding(api_key):
+            raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown session (it may live on another worker)")
+        try:
+            message = jsonrpc.decode(request.get_data(cache=False))
+        except JsonRpcError as exc:
+            return _json(jsonrpc.error(None, exc), 400)
+
+        def work() -> None:
+            with self._tenant(api_key) as tenant:
+                answer = self.core.handle(message, tenant=tenant, session=sse_session.session,
+                                          notify=sse_session.outbox.put)
+            if answer is not None:
+                sse_session.outbox.put(answer)
+
+        threading.Thread(target=work, name="mcp-sse-message", daemon=True).start()
+        return Response(b"Accepted", 202, mimetype="text/plain")
+
+
+@dataclass
+class _LegacySseSession:
+    """A 2024-11-05 session: its messages come by POST, every answer leaves on its stream."""
+
+    session: Session
+    key: str
+    outbox: queue.Queue = field(default_factory=queue.Queue)
+    closed: threading.Event = field(default_factory=threading.Event)
+
+
+class _StreamResponse(Response):
+    """A streamed response whose generator gets the client's socket (to notice it leaving)."""
+
+    def __init__(self, generate: Callable[[socket.socket | None], Iterator[bytes]], **kwargs: Any) -> None:
+        super().__init__(None, **kwargs)
+        self._generate = generate
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        sock = environ.get("gunicorn.socket") or environ.get("werkzeug.socket")
+        self.response = self._generate(sock)
+        self.direct_passthrough = True
+        return super().__call__(environ, start_response)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+def _accepts(request: Request) -> set[str]:
+    """Which of JSON and SSE the client takes (a missing Accept, or */*, takes both)."""
+    header = request.headers.get("Accept", "")
+    if not header.strip():
+        return {JSON, SSE}
+    offered = {part.split(";")[0].strip().lower() for part in header.split(",")}
+    if offered & {"*/*", "application/*"}:
+        return {JSON, SSE} if "*/*" in offered else {JSON} | (offered & {SSE})
+    return offered & {JSON, SSE} | ({SSE} if "text/*" in offered else set())
+
+
+def _is_modern(message: Any) -> bool:
+    if not isinstance(message, dict) or message.get("method") == "initialize":
+        return False
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and META_VERSION in meta
+
+
+def _wants_stream(message: dict[str, Any], accepts: set[str], log_level: str | None = None) -> bool:
+    """SSE when the client takes only SSE, or when this request will send notifications."""
+    if JSON not in accepts:
+        return True
+    if SSE not in accepts or message.get("method") != "tools/call":
+        return False
+    meta = (message.get("params") or {}).get("_meta") or {}
+    return "progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta or log_level is not None
+
+
+def _header_mismatch(request: Request, message: dict[str, Any]) -> str | None:
+    """Why the 2026 routing headers disagree with the body, or ``None``."""
+    params = message.get("params") or {}
+    if request.headers.get("MCP-Protocol-Version") != params["_meta"].get(META_VERSION):
+        return "MCP-Protocol-Version header does not match params._meta protocolVersion"
+    if request.headers.get("Mcp-Method") != message.get("method"):
+        return "Mcp-Method header does not match the request's method"
+    if message.get("method") == "tools/call" and isinstance(params.get("name"), str):
+        if _decode_header(request.headers.get("Mcp-Name")) != params["name"]:
+            return "Mcp-Name header does not match params.name"
+    return None
+
+
+def _decode_header(value: str | None) -> str | None:
+    """Undo the ``=?base64?…?=`` wrapping clients use for values unsafe in a header."""
+    if value and value.startswith("=?base64?") and value.endswith("?="):
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    return value
+
+
+def _status(answer: Any, statuses: dict[int, int]) -> int:
+    if isinstance(answer, dict) and "error" in answer:
+        return statuses.get(answer["error"]["code"], 200)
+    return 200
+
+
+def _json(answer: Any, status: int) -> Response:
+    return Response(jsonrpc.encode(answer), status, mimetype=JSON)
+
+
+def _sse_event(message: Any) -> bytes:
+    return b"event: message\ndata: " + jsonrpc.encode(message) + b"\n\n"
+
+
+def _not_allowed(allow: str) -> Response:
+    return Response(b"", 405, headers={"Allow": allow})
+
+
+def _hostname(netloc: str) -> str:
+    host = netloc.lower()
+    if host.startswith("["):
+        return host[: host.find("]") + 1]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _bind_host(bind: str) -> str:
+    return bind.rpartition(":")[0].lower()
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    """Whether the client closed its end (readable with nothing to read)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
+
+
+def check_config(config: Config) -> None:
+    """Refuse the unsafe combinations before serving anyone (and say why)."""
+    if config.single_tenant and not config.api_key:
+        raise ConfigError("single-tenant mode needs an API key (COLABHIVE_API_KEY)")
+    if config.single_tenant and _bind_host(config.bind) not in LOOPBACK_HOSTS:
+        raise ConfigError(f"single-tenant mode serves one key to every caller: bind it to loopback, not {config.bind}")
+    if not config.single_tenant and config.api_key:
+        log.bind(hint="hosted mode takes each request's own key; use --single-tenant for a local "
+                      "single-key server").warning("http.api_key_ignored")
+
+
+def create_app(config: Config | None = None) -> McpApp:
+    """The WSGI app, configured from the environment (and ``$COLABHIVE_MCP_CONFIG``) by default."""
+    if config is None:
+        config = load().config
+        configure(config.log_level, config.log_format)
+    return McpApp(config)

@@ -1,0 +1,37 @@
+"""Write conf/colabhive-mcp.example.toml from the settings table (run after adding a setting)."""
+
+from pathlib import Path
+
+from colabhive_mcp.config import SETTINGS
+
+HEADER = """\
+# colabhive-mcp configuration (TOML). Point COLABHIVE_MCP_CONFIG or --config at this file.
+# Precedence: command-line flag > environment variable > this file > default.
+# Secrets (the API key, the session secret) belong in the environment, not in a file.
+"""
+
+
+def toml_value(field) -> str:
+    default = field.default
+    if isinstance(default, tuple):
+        return "[" + ", ".join(f'"{v}"' for v in default) + "]"
+    if isinstance(default, bool) or (default is None and "bool" in str(field.type)):
+        return str(bool(default)).lower()
+    if isinstance(default, str) or default is None:
+        return f'"{default or ""}"'
+    return repr(default)
+
+
+def main() -> None:
+    lines = [HEADER]
+    for field in SETTINGS:
+        if field.metadata["secret"]:
+            continue
+        lines.append(f"# {field.metadata['help']} (${field.metadata['env']})")
+        lines.append(f"# {field.name} = {toml_value(field)}\n")
+    path = Path(__file__).resolve().parent.parent / "conf" / "colabhive-mcp.example.toml"
+    path.write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
