@@ -83,4 +83,5 @@ class TenantPool:
     def close(self) -> None:
         """Evict everything: idle tenants close now, busy ones when their last call ends."""
         with self._lock:
-            self._slots.clear()
+            while self._slots:
+                self._slots.popitem()

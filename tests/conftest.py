@@ -43,3 +43,13 @@ def server(config):
 def journal(sandbox):
     """``journal(route=None)``: the sandbox's recorded gateway requests, optionally of one route."""
     return lambda route=None: [e for e in sandbox.journal_entries() if route is None or e["route"] == route]
+
+
+@pytest.fixture(scope="session")
+def hosted(gateway_sandbox):
+    """A hosted (multi-tenant) server under gunicorn with two workers, on the session's sandbox."""
+    from .http_server import HttpServer
+
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "2")
+    yield server
+    server.stop()

@@ -1,0 +1,57 @@
+"""Start `colabhive-mcp serve` (real gunicorn) as a subprocess for the HTTP tests."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import requests
+
+SECRET = "test-secret-0123456789abcdef0123456789abcdef"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HttpServer:
+    """``colabhive-mcp serve`` on a free loopback port; ``url`` is its /mcp endpoint."""
+
+    def __init__(self, api_url, *args, env=None, debug=False):
+        self.port = free_port()
+        self.root = f"http://127.0.0.1:{self.port}"
+        self.url = self.root + "/mcp"
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("COLABHIVE_")}
+        environ.update({"COLABHIVE_LOG_FORMAT": "json", "COLABHIVE_SESSION_SECRET": SECRET,
+                        "COLABHIVE_POLL_INITIAL": "0.05", "COLABHIVE_POLL_MAX_INTERVAL": "0.2",
+                        "COLABHIVE_SSE_KEEPALIVE": "1"})
+        environ.update(env or {})
+        argv = [sys.executable, "-m", "colabhive_mcp", "serve", "--bind", f"127.0.0.1:{self.port}",
+                "--api-url", api_url, *(["--debug"] if debug else []), *args]
+        self.process = subprocess.Popen(argv, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError("the server exited: " + self.process.stderr.read().decode(errors="replace"))
+            try:
+                if requests.get(self.root + "/healthz", timeout=1).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        raise RuntimeError("the server did not start")
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.stderr.read().decode(errors="replace")

@@ -1,0 +1,357 @@
+"""The hosted HTTP server under real gunicorn: both eras, sessions, tenancy and the edge checks."""
+
+import json
+import socket
+import threading
+import time
+
+import anyio
+import httpx2
+import pytest
+import requests
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
+
+from .http_server import SECRET, HttpServer
+
+ACCEPT_BOTH = "application/json, text/event-stream"
+MODERN = "2026-07-28"
+
+
+def post(url, body, key=DEMO_KEY, accept=ACCEPT_BOTH, **headers):
+    headers = {"Accept": accept, "Content-Type": "application/json", **headers}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return requests.post(url, data=body if isinstance(body, (bytes, str)) else json.dumps(body), headers=headers,
+                         timeout=60)
+
+
+def initialize(url, key=DEMO_KEY, version="2025-11-25"):
+    response = post(url, {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                          "params": {"protocolVersion": version, "capabilities": {},
+                                     "clientInfo": {"name": "pytest", "version": "1"}}}, key)
+    assert response.status_code == 200, response.text
+    session = response.headers["Mcp-Session-Id"]
+    assert post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, key,
+                **{"Mcp-Session-Id": session}).status_code == 202
+    return session
+
+
+def rpc(url, method, params=None, key=DEMO_KEY, session=None, id_=2, **headers):
+    if session:
+        headers["Mcp-Session-Id"] = session
+    body = {"jsonrpc": "2.0", "id": id_, "method": method, **({"params": params} if params is not None else {})}
+    return post(url, body, key, **headers)
+
+
+def modern(url, method, params=None, key=DEMO_KEY, **headers):
+    params = dict(params or {})
+    params["_meta"] = {"io.modelcontextprotocol/protocolVersion": MODERN,
+                       "io.modelcontextprotocol/clientCapabilities": {}, **params.get("_meta", {})}
+    headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method, **headers}
+    if method == "tools/call":
+        headers.setdefault("Mcp-Name", params["name"])
+    return rpc(url, method, params, key, **headers)
+
+
+def sse_messages(response):
+    """The JSON-RPC messages of an SSE body."""
+    return [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ") and line[6:]]
+
+
+# -- the official SDK client ---------------------------------------------------------------------
+
+async def sdk_session(url, key, mode):
+    transport = streamable_http_client(url, http_client=httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {key}"}, timeout=60))
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append(value)
+
+    async with Client(transport, mode=mode, read_timeout_seconds=60) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        echo = await client.call_tool("echo", {"text": f"hello {mode}"})
+        slow = await client.call_tool("batch-report", {"seconds": 3}, progress_callback=on_progress)
+        failing = await client.call_tool("flaky-translate", {"text": "x"})
+        return client.protocol_version, names, echo.content[0].text, slow.content[0].text, progress, failing.is_error
+
+
+@pytest.mark.parametrize("mode,version", [("legacy", "2025-11-25"), ("auto", MODERN)])
+def test_official_sdk_with_two_keys_sees_only_each_keys_tools(hosted, mode, version):
+    for key, own, other in ((DEMO_KEY, "alpha-classifier", "beta-sentiment"),
+                            (DEMO_KEY_B, "beta-sentiment", "alpha-classifier")):
+        negotiated, names, echo, slow, progress, failed = anyio.run(sdk_session, hosted.url, key, mode)
+        assert negotiated == version
+        assert own in names and other not in names and "hive-chat" in names
+        assert echo == f"hello {mode}" and "report ready" in slow and failed
+        assert len(progress) >= 2 and progress == sorted(progress)
+
+
+def test_no_key_is_401_with_a_json_rpc_body(hosted):
+    response = post(hosted.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}, key=None)
+    assert response.status_code == 401 and response.headers["WWW-Authenticate"].startswith("Bearer")
+    assert response.json()["error"]["code"] == -32600 and "API key" in response.json()["error"]["message"]
+    assert post(hosted.url, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, key=None,
+                **{"X-API-Key": DEMO_KEY}).status_code in (400,)  # X-API-Key works (then: no session)
+
+
+# -- sessions ------------------------------------------------------------------------------------
+
+def test_a_session_is_served_by_any_process_that_shares_the_secret(hosted, gateway_sandbox):
+    other = HttpServer(gateway_sandbox.url, "--http-workers", "1")
+    try:
+        session = initialize(hosted.url)
+        for i, url in enumerate([other.url, hosted.url, other.url, hosted.url]):
+            listed = rpc(url, "tools/list", session=session, id_=10 + i, **{"MCP-Protocol-Version": "2025-11-25"})
+            assert listed.status_code == 200 and listed.json()["result"]["tools"]
+            called = rpc(url, "tools/call", {"name": "echo", "arguments": {"text": str(i)}}, session=session, id_=20 + i)
+            assert called.json()["result"]["content"][0]["text"] == str(i)
+    finally:
+        other.stop()
+
+
+def test_a_session_is_bound_to_its_key_and_its_secret(hosted, gateway_sandbox):
+    session = initialize(hosted.url)
+    assert rpc(hosted.url, "tools/list", key=DEMO_KEY_B, session=session).status_code == 404
+    stranger = HttpServer(gateway_sandbox.url, env={"COLABHIVE_SESSION_SECRET": "another-secret-" + "x" * 32})
+    try:
+        assert rpc(stranger.url, "tools/list", session=session).status_code == 404
+    finally:
+        stranger.stop()
+    forged = session[:-4] + ("AAAA" if not session.endswith("AAAA") else "BBBB")
+    assert rpc(hosted.url, "tools/list", session=forged).status_code == 404
+
+
+def test_session_header_rules(hosted):
+    assert rpc(hosted.url, "tools/list").status_code == 400  # no session
+    assert rpc(hosted.url, "tools/list", session="s1.bogus.token").status_code == 404
+    session = initialize(hosted.url)
+    bad = rpc(hosted.url, "tools/list", session=session, **{"MCP-Protocol-Version": "1999-01-01"})
+    assert bad.status_code == 400
+    assert rpc(hosted.url, "ping", session=session).json()["result"] == {}  # no version header: fine
+
+
+def test_a_2025_03_26_client_may_batch(hosted):
+    session = initialize(hosted.url, version="2025-03-26")
+    batch = [{"jsonrpc": "2.0", "id": "a", "method": "ping"}, {"jsonrpc": "2.0", "id": "b", "method": "tools/list"}]
+    answer = post(hosted.url, batch, **{"Mcp-Session-Id": session})
+    assert answer.status_code == 200 and [a["id"] for a in answer.json()] == ["a", "b"]
+
+
+# -- content negotiation and streaming ----------------------------------------------------------
+
+def test_json_only_and_sse_only_clients_are_served(hosted):
+    session = initialize(hosted.url)
+    call = {"name": "batch-report", "arguments": {"seconds": 2}, "_meta": {"progressToken": "t"}}
+    json_only = rpc(hosted.url, "tools/call", call, session=session, accept="application/json")
+    assert json_only.headers["Content-Type"] == "application/json" and "report ready" in json_only.text
+    sse_only = rpc(hosted.url, "ping", session=session, accept="text/event-stream")
+    assert sse_only.headers["Content-Type"].startswith("text/event-stream")
+    assert sse_messages(sse_only)[-1]["result"] == {}
+    assert rpc(hosted.url, "ping", session=session, accept="text/html").status_code == 406
+
+
+def test_progress_streams_as_sse_that_proxies_do_not_buffer(hosted):
+    session = initialize(hosted.url)
+    response = rpc(hosted.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 3},
+                                             "_meta": {"progressToken": "tok"}}, session=session)
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    assert response.headers["Cache-Control"] == "no-cache" and response.headers["X-Accel-Buffering"] == "no"
+    messages = sse_messages(response)
+    progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+    assert len(progress) >= 2 and progress == sorted(progress)
+    assert "report ready" in messages[-1]["result"]["content"][0]["text"]
+    plain = rpc(hosted.url, "tools/call", {"name": "echo", "arguments": {"text": "x"}}, session=session)
+    assert plain.headers["Content-Type"] == "application/json"  # no token: no SSE
+
+
+def test_keep_alive_comments_flow_while_nothing_happens(hosted):
+    session = initialize(hosted.url)
+    response = rpc(hosted.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 4},
+                                             "_meta": {"progressToken": 1}}, session=session)
+    assert ": keep-alive" in response.text
+
+
+def test_a_client_that_disconnects_mid_stream_stops_the_polling(hosted, sandbox, journal):
+    session = initialize(hosted.url)
+    body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                       "params": {"name": "batch-report", "arguments": {"seconds": 60},
+                                  "_meta": {"progressToken": 9}}}).encode()
+    with socket.create_connection(("127.0.0.1", hosted.port)) as sock:
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Accept: application/json, text/event-stream\r\n"
+                     + f"Authorization: Bearer {DEMO_KEY}\r\nMcp-Session-Id: {session}\r\n"
+                       f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        assert b"notifications/progress" in _read_until(sock, b"notifications/progress")
+    left = time.time()
+    deadline = time.monotonic() + 10
+    while not journal("cancel") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert journal("cancel") and journal("cancel")[0]["t"] - left < 3
+    polls = len(journal("poll"))
+    time.sleep(1)
+    assert len(journal("poll")) == polls  # nobody polls for a client that left
+
+
+def _read_until(sock, marker, limit=1 << 20):
+    data = b""
+    sock.settimeout(20)
+    while marker not in data and len(data) < limit:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+# -- 2026-07-28 ------------------------------------------------------------------------------------
+
+def test_modern_requests_are_stateless_and_headers_must_match(hosted):
+    listed = modern(hosted.url, "tools/list")
+    assert listed.status_code == 200 and listed.json()["result"]["cacheScope"] == "private"
+    assert "Mcp-Session-Id" not in listed.headers
+    called = modern(hosted.url, "tools/call", {"name": "echo", "arguments": {"text": "é"}})
+    assert called.json()["result"]["content"][0]["text"] == "é"
+    wrong_method = modern(hosted.url, "tools/list", **{"Mcp-Method": "tools/call"})
+    assert wrong_method.status_code == 400 and wrong_method.json()["error"]["code"] == -32020
+    wrong_name = modern(hosted.url, "tools/call", {"name": "echo", "arguments": {"text": "x"}}, **{"Mcp-Name": "hive-chat"})
+    assert wrong_name.status_code == 400 and wrong_name.json()["error"]["code"] == -32020
+    encoded = modern(hosted.url, "tools/call", {"name": "echo", "arguments": {"text": "x"}},
+                     **{"Mcp-Name": "=?base64?ZWNobw==?="})
+    assert encoded.status_code == 200
+    no_version = modern(hosted.url, "tools/list", **{"MCP-Protocol-Version": ""})
+    assert no_version.status_code == 400
+    unknown = modern(hosted.url, "resources/list")
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == -32601
+
+
+def test_modern_get_and_delete_are_405(hosted):
+    headers = {"Authorization": f"Bearer {DEMO_KEY}", "Accept": "text/event-stream"}
+    assert requests.get(hosted.url, headers=headers, timeout=10).status_code == 405
+    assert requests.delete(hosted.url, headers=headers, timeout=10).status_code == 405
+
+
+# -- legacy GET stream, DELETE, and the 2024-11-05 transport ------------------------------------
+
+def test_hosted_mode_offers_no_get_stream_but_deletes_sessions(hosted):
+    session = initialize(hosted.url)
+    headers = {"Authorization": f"Bearer {DEMO_KEY}", "Accept": "text/event-stream", "Mcp-Session-Id": session}
+    assert requests.get(hosted.url, headers=headers, timeout=10).status_code == 405
+
+
+@pytest.fixture(scope="module")
+def one_worker(gateway_sandbox):
+    """A hosted server with a single worker process (what per-process state needs)."""
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "1")
+    yield server
+    server.stop()
+
+
+def test_delete_ends_a_session(one_worker):
+    session = initialize(one_worker.url)
+    headers = {"Authorization": f"Bearer {DEMO_KEY}", "Mcp-Session-Id": session}
+    assert requests.delete(one_worker.url, headers=headers, timeout=10).status_code == 204
+    assert rpc(one_worker.url, "tools/list", session=session).status_code == 404
+
+
+def test_the_2024_11_05_sse_transport(one_worker):
+    hosted = one_worker
+    headers = {"Authorization": f"Bearer {DEMO_KEY}", "Accept": "text/event-stream"}
+    with requests.get(hosted.root + "/sse", headers=headers, stream=True, timeout=30) as stream:
+        lines = stream.iter_lines(decode_unicode=True)
+        assert next(lines) == "event: endpoint"
+        endpoint = next(lines).removeprefix("data: ")
+        assert endpoint.startswith("/messages?session_id=")
+        messages = hosted.root + endpoint
+
+        def send(body):
+            response = post(messages, body)
+            assert response.status_code == 202
+
+        def receive():
+            for line in lines:
+                if line.startswith("data: "):
+                    return json.loads(line[6:])
+
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}})
+        assert receive()["result"]["protocolVersion"] == "2024-11-05"
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "old"}}})
+        assert receive()["result"]["content"][0]["text"] == "old"
+        assert post(messages, {"jsonrpc": "2.0", "id": 3, "method": "ping"}, key=DEMO_KEY_B).status_code == 404
+    assert post(hosted.root + "/messages?session_id=nope", {"jsonrpc": "2.0", "id": 1, "method": "ping"}).status_code == 404
+
+
+# -- edge checks -----------------------------------------------------------------------------------
+
+def test_dns_rebinding_is_refused(hosted):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    assert post(hosted.url, body, Origin="http://evil.example.com").status_code == 403
+    assert post(hosted.url, body, Host="evil.example.com").status_code == 421
+    assert post(hosted.url, body, Origin=f"http://127.0.0.1:{hosted.port}").status_code != 403
+
+
+def test_bad_bodies(hosted):
+    too_big = post(hosted.url, b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"' + b"x" * 5_000_000 + b'"}}')
+    assert too_big.status_code == 413
+    not_json = post(hosted.url, b"{nope")
+    assert not_json.status_code == 400 and not_json.json()["error"]["code"] == -32700
+    wrong_type = requests.post(hosted.url, data="x", headers={"Content-Type": "text/plain", "Accept": ACCEPT_BOTH,
+                                                                "Authorization": f"Bearer {DEMO_KEY}"}, timeout=10)
+    assert wrong_type.status_code == 415
+    assert requests.put(hosted.url, timeout=10).status_code == 405
+    assert requests.get(hosted.root + "/nothing-here", timeout=10).status_code == 404
+
+
+def test_a_key_in_the_environment_does_not_make_hosted_mode_single_tenant(gateway_sandbox):
+    server = HttpServer(gateway_sandbox.url, env={"COLABHIVE_API_KEY": DEMO_KEY})
+    try:
+        response = post(server.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}, key=None)
+        assert response.status_code == 401
+    finally:
+        log = server.stop()
+    assert "http.api_key_ignored" in log and DEMO_KEY not in log
+
+
+def test_single_tenant_mode_uses_the_configured_key_and_offers_a_get_stream(gateway_sandbox):
+    server = HttpServer(gateway_sandbox.url, "--single-tenant", "--http-workers", "1",
+                        env={"COLABHIVE_API_KEY": DEMO_KEY_B})
+    try:
+        session = initialize(server.url, key=None)
+        names = {t["name"] for t in rpc(server.url, "tools/list", key=None, session=session).json()["result"]["tools"]}
+        assert "beta-sentiment" in names
+        headers = {"Accept": "text/event-stream", "Mcp-Session-Id": session}
+        with requests.get(server.url, headers=headers, stream=True, timeout=10) as stream:
+            assert stream.status_code == 200 and stream.headers["Content-Type"].startswith("text/event-stream")
+    finally:
+        server.stop()
+
+
+def test_single_tenant_refuses_a_public_address(gateway_sandbox):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "colabhive_mcp", "serve", "--single-tenant", "--bind",
+                             "0.0.0.0:8765", "--api-key", DEMO_KEY], capture_output=True, timeout=30)
+    assert result.returncode == 2 and b"loopback" in result.stderr
+
+
+def test_eviction_under_a_call_in_flight_does_not_break_it(gateway_sandbox):
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "1", "--pool-size", "1")
+    try:
+        results = []
+        call = threading.Thread(target=lambda: results.append(
+            modern(server.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 2}}, key=DEMO_KEY)))
+        call.start()
+        time.sleep(0.5)
+        for key in (DEMO_KEY_B, DEMO_KEY, DEMO_KEY_B):  # constant eviction while the call polls
+            assert modern(server.url, "tools/list", key=key).status_code == 200
+        call.join(30)
+        assert "report ready" in results[0].json()["result"]["content"][0]["text"]
+    finally:
+        log = server.stop()
+    assert "pool.tenant_evicted" in log
