@@ -8,7 +8,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_readme_is_valid_restructuredtext():
-    docutils.core.publish_string((ROOT / "README.rst").read_text(), writer_name="null",
+    docutils.core.publish_string((ROOT / "README.rst").read_text(), writer="null",
                                  settings_overrides={"report_level": 2, "halt_level": 2})
 
 
