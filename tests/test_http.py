@@ -355,3 +355,22 @@ def test_eviction_under_a_call_in_flight_does_not_break_it(gateway_sandbox):
     finally:
         log = server.stop()
     assert "pool.tenant_evicted" in log
+
+
+def test_a_modern_client_closing_a_plain_json_call_cancels_it(hosted, sandbox, journal):
+    body = json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "batch-report", "arguments": {"seconds": 60},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                  "io.modelcontextprotocol/clientCapabilities": {}}}}).encode()
+    with socket.create_connection(("127.0.0.1", hosted.port)) as sock:
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Accept: application/json\r\nMcp-Method: tools/call\r\nMcp-Name: batch-report\r\n"
+                     + f"MCP-Protocol-Version: {MODERN}\r\nX-API-Key: {DEMO_KEY}\r\n"
+                       f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        deadline = time.monotonic() + 10
+        while not journal("poll") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    left = time.time()
+    while not journal("cancel") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert journal("cancel") and journal("cancel")[0]["t"] - left < 2

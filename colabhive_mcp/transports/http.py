@@ -187,13 +187,14 @@ class McpApp:
         if "id" not in message:
             return Response(status=202)
         session = Session(id="modern:" + secrets.token_urlsafe(8))
-        return self._answer(message, api_key, session, accepts, MODERN_STATUS_BY_CODE,
+        return self._answer(message, api_key, session, _socket(request), MODERN_STATUS_BY_CODE,
                             stream=_wants_stream(message, accepts))
 
     def _legacy_post(self, request: Request, message: Any, api_key: str, accepts: set[str]) -> Response:
         if isinstance(message, dict) and message.get("method") == "initialize":
             session = self.sessions.new_session()
-            response = self._answer(message, api_key, session, accepts, STATUS_BY_CODE, stream=False)
+            response = self._answer(message, api_key, session, _socket(request), STATUS_BY_CODE,
+                                    stream=JSON not in accepts)
             if session.version is not None:
                 response.headers["Mcp-Session-Id"] = self.sessions.issue(session, api_key)
                 log.bind(session=session.id, tenant=key_id(api_key), transport="streamable-http"
@@ -212,7 +213,7 @@ class McpApp:
             with self._tenant(api_key) as tenant:
                 answer = self.core.handle(message, tenant=tenant, session=session)
             return Response(status=202) if answer is None else _json(answer, _status(answer, STATUS_BY_CODE))
-        response = self._answer(message, api_key, session, accepts, STATUS_BY_CODE,
+        response = self._answer(message, api_key, session, _socket(request), STATUS_BY_CODE,
                                 stream=_wants_stream(message, accepts, session.log_level))
         if message.get("method") == "logging/setLevel" and session.log_level:
             self._log_levels[session.id] = session.log_level
@@ -227,7 +228,7 @@ class McpApp:
             raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown or expired session: initialize again")
         return session
 
-    def _answer(self, message: dict[str, Any], api_key: str, session: Session, accepts: set[str],
+    def _answer(self, message: dict[str, Any], api_key: str, session: Session, request_socket: Any,
                 statuses: dict[int, int], *, stream: bool) -> Response:
         """Serve one request as a JSON body, or as an SSE stream when it will send notifications."""
         def run(notify: Callable[[dict[str, Any]], None], cancelled: threading.Event) -> Any:
@@ -236,7 +237,12 @@ class McpApp:
 
         if stream:
             return self._stream(run)
-        answer = run(lambda _n: None, threading.Event())
+        if message.get("method") == "tools/call":
+            answer = _watching_the_client(run, request_socket)
+        else:
+            answer = run(lambda _n: None, threading.Event())
+        if answer is None:
+            return Response(status=204)  # cancelled: the client is gone or asked us to stop
         return _json(answer, _status(answer, statuses))
 
     # -- SSE ------------------------------------------------------------------------------------
@@ -379,8 +385,7 @@ class _StreamResponse(Response):
         self._generate = generate
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        sock = environ.get("gunicorn.socket") or environ.get("werkzeug.socket")
-        self.response = self._generate(sock)
+        self.response = self._generate(environ.get("gunicorn.socket") or environ.get("werkzeug.socket"))
         self.direct_passthrough = True
         return super().__call__(environ, start_response)
 
@@ -466,6 +471,27 @@ def _hostname(netloc: str) -> str:
 
 def _bind_host(bind: str) -> str:
     return bind.rpartition(":")[0].lower()
+
+
+def _socket(request: Request) -> socket.socket | None:
+    """The client's socket, where the server exposes it (gunicorn, Werkzeug)."""
+    return request.environ.get("gunicorn.socket") or request.environ.get("werkzeug.socket")
+
+
+def _watching_the_client(run: Callable[[Callable[[dict[str, Any]], None], threading.Event], Any],
+                         sock: socket.socket | None) -> Any:
+    """Run a call on its own thread while this one watches the client; cancel it if the client leaves."""
+    cancelled = threading.Event()
+    result: list[Any] = []
+    worker = threading.Thread(target=lambda: result.append(run(lambda _n: None, cancelled)),
+                              name="mcp-call", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(DISCONNECT_CHECK_S)
+        if sock is not None and worker.is_alive() and _peer_closed(sock):
+            cancelled.set()
+            worker.join()
+    return result[0] if result else None
 
 
 def _peer_closed(sock: socket.socket) -> bool:
