@@ -5,9 +5,11 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import requests
 
+CONF = Path(__file__).resolve().parent.parent / "conf" / "gunicorn.conf.py"
 SECRET = "test-secret-0123456789abcdef0123456789abcdef"
 
 
@@ -20,7 +22,7 @@ def free_port():
 class HttpServer:
     """``colabhive-mcp serve`` on a free loopback port; ``url`` is its /mcp endpoint."""
 
-    def __init__(self, api_url, *args, env=None, debug=False):
+    def __init__(self, api_url, *args, env=None, debug=False, gunicorn_conf=False):
         self.port = free_port()
         self.root = f"http://127.0.0.1:{self.port}"
         self.url = self.root + "/mcp"
@@ -29,8 +31,12 @@ class HttpServer:
                         "COLABHIVE_POLL_INITIAL": "0.05", "COLABHIVE_POLL_MAX_INTERVAL": "0.2",
                         "COLABHIVE_SSE_KEEPALIVE": "1"})
         environ.update(env or {})
-        argv = [sys.executable, "-m", "colabhive_mcp", "serve", "--bind", f"127.0.0.1:{self.port}",
-                "--api-url", api_url, *(["--debug"] if debug else []), *args]
+        if gunicorn_conf:  # plain gunicorn with the project's config file; settings from the environment
+            environ.update({"COLABHIVE_BIND": f"127.0.0.1:{self.port}", "COLABHIVE_API_URL": api_url})
+            argv = [sys.executable, "-m", "gunicorn", "-c", str(CONF), "colabhive_mcp.transports.http:create_app()"]
+        else:
+            argv = [sys.executable, "-m", "colabhive_mcp", "serve", "--bind", f"127.0.0.1:{self.port}",
+                    "--api-url", api_url, *(["--debug"] if debug else []), *args]
         self.process = subprocess.Popen(argv, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self._wait_ready()
 

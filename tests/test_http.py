@@ -374,3 +374,14 @@ def test_a_modern_client_closing_a_plain_json_call_cancels_it(hosted, sandbox, j
     while not journal("cancel") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert journal("cancel") and journal("cancel")[0]["t"] - left < 2
+
+
+@pytest.mark.parametrize("how", ["gunicorn_conf", "debug"])
+def test_plain_gunicorn_with_the_conf_file_and_the_debug_server(gateway_sandbox, how):
+    server = HttpServer(gateway_sandbox.url, **{how: True})
+    try:
+        session = initialize(server.url)
+        called = rpc(server.url, "tools/call", {"name": "echo", "arguments": {"text": how}}, session=session)
+        assert called.json()["result"]["content"][0]["text"] == how
+    finally:
+        server.stop()
