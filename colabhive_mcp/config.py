@@ -155,6 +155,9 @@ class Config:
         0.25, _number(float, 0.01, 60), "first poll interval in seconds", env="COLABHIVE_POLL_INITIAL")
     poll_max_interval: float = _setting(
         5.0, _number(float, 0.05, 600), "longest interval between two polls", env="COLABHIVE_POLL_MAX_INTERVAL")
+    progress_heartbeat: float = _setting(
+        10.0, _number(float, 0.1, 3600), "seconds between progress notifications while nothing changes",
+        env="COLABHIVE_PROGRESS_HEARTBEAT")
     tool_name_max: int = _setting(
         48, _number(int, 16, 128), "longest tool name (hosts prefix a server name; 64 is a common total cap)",
         env="COLABHIVE_TOOL_NAME_MAX")

@@ -30,12 +30,11 @@ def error_result(message: str) -> dict[str, Any]:
     return {"content": [text(message)], "isError": True}
 
 
-def pending_result(invocation: dict[str, Any], tool_name: str, waited_s: float) -> dict[str, Any]:
-    """The answer when the work outlives the wait: not an error, and it names the invocation."""
+def pending_result(invocation: dict[str, Any], tool_name: str, hint: str) -> dict[str, Any]:
+    """The answer when the work outlives the wait: not an error; it names the invocation."""
     status = invocation.get("status", "running")
-    return {"content": [text(
-        f"Tool {tool_name!r} is still {status} after {waited_s:g} s; the work continues on ColabHive. "
-        f"Invocation id: {invocation.get('invocation_id')}.")]}
+    return {"content": [text(f"Tool {tool_name!r} is still {status}; the work continues on ColabHive "
+                             f"(invocation {invocation.get('invocation_id')}). {hint}")]}
 
 
 def tool_result(invocation: dict[str, Any], tool_name: str, version: str,

@@ -50,16 +50,26 @@ class Outcome:
 
 
 def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: threading.Event,
-        on_update: Callable[[dict[str, Any]], None] | None = None, sync_timeout_s: int = 1,
-        max_wait: float = 300.0, backoff: Backoff = Backoff(),
-        clock: Callable[[], float] = time.monotonic) -> Outcome:
-    """Invoke ``slug`` and wait for a terminal state. Raises :class:`GatewayError` when the
-    gateway refuses the call or stays unreachable for several polls in a row."""
-    started = clock()
+        sync_timeout_s: int = 1, **follow_options: Any) -> Outcome:
+    """Invoke ``slug`` and :func:`follow` it to a terminal state. Raises :class:`GatewayError`
+    when the gateway refuses the call or stays unreachable for several polls in a row."""
     if cancelled.is_set():
         return Outcome("cancelled", None)
     invocation = gateway.invoke(slug, arguments, sync=True, sync_timeout_s=sync_timeout_s,
                                 idempotency_key=str(uuid.uuid4()))
+    return follow(gateway, invocation, cancelled=cancelled, **follow_options)
+
+
+def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading.Event,
+           on_update: Callable[[dict[str, Any]], None] | None = None, max_wait: float = 300.0,
+           backoff: Backoff = Backoff(), heartbeat: float = 10.0,
+           clock: Callable[[], float] = time.monotonic) -> Outcome:
+    """Poll an invocation until it is terminal, cancelled, or ``max_wait`` has passed.
+
+    ``on_update`` hears of every change, and again every ``heartbeat`` seconds when nothing
+    changes (so clients that reset their timeout on progress never give up on a long wait).
+    """
+    started = last_report = clock()
     polls, failures, retry_after = 0, 0, None
     delays = backoff.delays()
     last_seen = None
@@ -68,14 +78,17 @@ def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: th
             return Outcome("done", invocation, polls)
         if cancelled.is_set():
             return _cancel(gateway, invocation, polls)
-        snapshot = _observable(invocation)
-        if on_update is not None and snapshot != last_seen:
+        now, snapshot = clock(), _observable(invocation)
+        if on_update is not None and (snapshot != last_seen or now - last_report >= heartbeat):
             on_update(invocation)
+            last_report = now
         last_seen = snapshot
-        remaining = started + max_wait - clock()
+        remaining = started + max_wait - now
         if remaining <= 0:
             return Outcome("pending", invocation, polls)
         delay = min(max(next(delays), retry_after or 0.0), remaining)
+        if on_update is not None:
+            delay = min(delay, max(0.0, last_report + heartbeat - now))
         if cancelled.wait(delay):
             return _cancel(gateway, invocation, polls)
         try:

@@ -30,14 +30,19 @@ class Policy:
     def permits(self, entry: dict[str, Any]) -> bool:
         return self.refusal(entry) is None
 
-    def refusal(self, entry: dict[str, Any]) -> str | None:
-        """Why this policy hides ``entry`` (a short sentence), or ``None`` when it is exposed."""
+    def refusal(self, entry: dict[str, Any], builtin: bool = False) -> str | None:
+        """Why this policy hides ``entry`` (a short sentence), or ``None`` when it is exposed.
+
+        Built-in tools obey the allow and deny lists only: they are no action of any kind.
+        """
         slug = entry["name"]
         if not any(fnmatchcase(slug, pattern) for pattern in self.allow):
             return "not matched by the allow list"
         denied = next((p for p in self.deny if fnmatchcase(slug, p)), None)
         if denied:
             return f"matched by the deny pattern {denied!r}"
+        if builtin:
+            return None
         if self.kinds and entry.get("kind") not in self.kinds:
             return f"its kind {entry.get('kind')!r} is not among the exposed kinds"
         effects = side_effects(entry)

@@ -13,7 +13,8 @@ from typing import Any, Callable
 from . import content
 from .config import Config
 from .gateway import Gateway, GatewayError
-from .invocation import Backoff, run
+from .builtins import DEFAULT_WAIT_S, ENTRIES as BUILTINS, follow_up_hint
+from .invocation import Backoff, follow, run
 from .logs import key_id, log
 from .manifest import ManifestCache, ManifestError, load_snapshot
 from .policy import Policy
@@ -47,7 +48,7 @@ class Tenant:
         manifest = self.manifest.get()
         catalog = self._catalog
         if catalog is None or catalog.manifest is not manifest:
-            catalog = Catalog(manifest, self.policy, self.config.tool_name_max)
+            catalog = Catalog(manifest, self.policy, self.config.tool_name_max, BUILTINS)
             self._catalog = catalog
         return catalog
 
@@ -71,21 +72,33 @@ class Tenant:
             return content.error_result(problem)
         started = time.perf_counter()
         fields: dict[str, Any] = {"tool": name, "slug": tool.slug, "tenant": self.key_id}
+        follow_options = {"cancelled": cancelled, "on_update": on_update, "backoff": self.backoff,
+                          "heartbeat": self.config.progress_heartbeat}
+        target = tool
         try:
-            outcome = run(self.gateway, tool.slug, arguments, cancelled=cancelled, on_update=on_update,
-                          sync_timeout_s=self.config.sync_timeout, max_wait=self.config.poll_max_wait,
-                          backoff=self.backoff)
+            if tool.builtin:
+                invocation_id = arguments["invocation_id"]
+                invocation, _ = self.gateway.get_invocation(invocation_id)
+                target = catalog.by_slug.get(invocation.get("action_slug"), tool)
+                outcome = follow(self.gateway, invocation, max_wait=arguments.get("wait_s", DEFAULT_WAIT_S),
+                                 **follow_options)
+            else:
+                outcome = run(self.gateway, tool.slug, arguments, sync_timeout_s=self.config.sync_timeout,
+                              max_wait=self.config.poll_max_wait, **follow_options)
         except GatewayError as exc:
-            result = content.error_result(gateway_failure(name, exc))
+            message = (f"No invocation {arguments['invocation_id']!r} is visible to this API key."
+                       if tool.builtin and exc.status == 404 else gateway_failure(name, exc))
+            result = content.error_result(message)
             fields.update(status="gateway_error", error=exc.message, http_status=exc.status)
         else:
             fields.update(status=outcome.state, polls=outcome.polls, mode="sync" if outcome.polls == 0 else "polled",
                           invocation_id=outcome.invocation_id)
             if outcome.state == "done":
                 fields["status"] = outcome.invocation["status"]
-                result = content.tool_result(outcome.invocation, name, version, tool.definition.get("outputSchema"))
+                result = content.tool_result(outcome.invocation, target.name, version,
+                                             target.definition.get("outputSchema"))
             elif outcome.state == "pending":
-                result = content.pending_result(outcome.invocation, name, self.config.poll_max_wait)
+                result = content.pending_result(outcome.invocation, target.name, follow_up_hint(outcome.invocation_id))
             else:
                 result = None
         fields["latency_ms"] = round((time.perf_counter() - started) * 1000, 1)

@@ -21,6 +21,7 @@ from .policy import Policy, side_effects
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]+")
 META_PREFIX = "com.colabhive/"
+RESERVED_PREFIX = "colabhive__"  # built-in tools; a slug starting with it never keeps its name
 LATENCY_NOTES = {
     "slow": "Slow: the first call may take minutes while the model loads; progress is reported meanwhile.",
     "batch": "Batch job: may run for minutes; progress is reported meanwhile.",
@@ -42,7 +43,7 @@ TOOL_FIELDS = {
 def tool_name(slug: str, limit: int) -> str:
     """An MCP-safe name for ``slug``: the slug itself when it is safe and short enough,
     else a sanitised, truncated form with a short hash of the slug, stable across processes."""
-    if SAFE_NAME.fullmatch(slug) and len(slug) <= limit:
+    if SAFE_NAME.fullmatch(slug) and len(slug) <= limit and not slug.startswith(RESERVED_PREFIX):
         return slug
     digest = hashlib.sha256(slug.encode("utf-8")).hexdigest()[:8]
     base = UNSAFE_CHARS.sub("_", slug).strip("_") or "tool"
@@ -57,6 +58,7 @@ class Tool:
     entry: dict[str, Any]
     definition: dict[str, Any]
     refusal: str | None = None
+    builtin: bool = False
 
     @property
     def slug(self) -> str:
@@ -156,7 +158,9 @@ class Catalog:
     manifest: Manifest
     policy: Policy
     name_limit: int
+    builtins: tuple[dict[str, Any], ...] = ()
     by_name: dict[str, Tool] = field(init=False)
+    by_slug: dict[str, Tool] = field(init=False)
     exposed: list[Tool] = field(init=False)
     _listings: dict[str, list[dict[str, Any]]] = field(init=False, default_factory=dict)
 
@@ -167,6 +171,11 @@ class Catalog:
             if name in self.by_name:
                 continue  # a duplicate slug: the first entry wins
             self.by_name[name] = Tool(name, entry, build_definition(entry, name), self.policy.refusal(entry))
+        self.by_slug = {t.slug: t for t in self.by_name.values()}
+        for entry in self.builtins:
+            name = entry["name"]
+            self.by_name[name] = Tool(name, entry, build_definition(entry, name),
+                                      self.policy.refusal(entry, builtin=True), builtin=True)
         self.exposed = sorted((t for t in self.by_name.values() if t.refusal is None), key=lambda t: t.name)
 
     def listing(self, version: str) -> list[dict[str, Any]]:

@@ -125,3 +125,12 @@ def test_progress_only_ever_grows_and_says_something_human():
 def test_status_messages():
     assert status_message(inv("queued", status_detail="waiting for a GPU")) == "queued: waiting for a GPU"
     assert status_message(inv("running")) == "running…"
+
+
+def test_a_heartbeat_keeps_reporting_when_nothing_changes():
+    gateway = ScriptedGateway(inv("queued", status_detail="waiting for a GPU"))
+    updates = []
+    outcome = run(gateway, "s", {}, cancelled=threading.Event(), on_update=updates.append, max_wait=0.55,
+                  heartbeat=0.1, backoff=Backoff(initial=5, maximum=5))
+    assert outcome.state == "pending"
+    assert 4 <= len(updates) <= 7  # one at once, then one per heartbeat despite the 5 s backoff

@@ -113,3 +113,7 @@ def test_argument_errors_name_the_field():
 def test_an_invalid_schema_leaves_validation_to_the_gateway():
     catalog = Catalog(Manifest((entry("odd", inputSchema={"type": "object", "properties": 5}),), None), Policy(), 48)
     assert catalog.by_name["odd"].argument_errors({"anything": 1}) is None
+
+
+def test_the_built_in_prefix_is_reserved():
+    assert tool_name("colabhive__get_invocation", 48) != "colabhive__get_invocation"
