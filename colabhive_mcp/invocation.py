@@ -55,6 +55,9 @@ def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: th
     when the gateway refuses the call or stays unreachable for several polls in a row."""
     if cancelled.is_set():
         return Outcome("cancelled", None)
+    on_update = follow_options.get("on_update")
+    if on_update is not None:  # say at once that the call started: the invoke may be held a while
+        on_update({"status": "submitted", "action_slug": slug})
     invocation = gateway.invoke(slug, arguments, sync=True, sync_timeout_s=sync_timeout_s,
                                 idempotency_key=str(uuid.uuid4()))
     return follow(gateway, invocation, cancelled=cancelled, **follow_options)
@@ -162,4 +165,6 @@ def status_message(invocation: dict[str, Any]) -> str:
         return f"loading model (cold start){': ' + detail if detail else '…'}"
     if isinstance(detail, str) and detail:
         return f"{status}: {detail}"
+    if status == "submitted":
+        return f"starting {invocation.get('action_slug', 'the action')}…"
     return f"{status}…"
