@@ -191,9 +191,12 @@ class Config:
         2, _number(int, 1, 256), "HTTP: gunicorn worker processes", env="COLABHIVE_HTTP_WORKERS")
     http_threads: int = _setting(
         64, _number(int, 1, 10000), "HTTP: threads per worker (each long call holds one)", env="COLABHIVE_HTTP_THREADS")
-    get_streams: bool | None = _setting(
-        None, _boolean, "HTTP: offer the legacy GET notification stream (default: only in single-tenant mode)",
-        env="COLABHIVE_GET_STREAMS")
+    resumable_streams: bool | None = _setting(
+        None, _boolean, "HTTP: offer the GET stream and SSE resumption, which need a session's requests to "
+        "reach the same process (default: in single-tenant mode)", env="COLABHIVE_RESUMABLE_STREAMS")
+    sse_poll_after: float = _setting(
+        0.0, _number(float, 0, 86400), "HTTP: hand a resumable SSE answer over to a GET reconnection after this "
+        "many seconds (0: never)", env="COLABHIVE_SSE_POLL_AFTER")
     sse_keepalive: float = _setting(
         15.0, _number(float, 0.1, 3600), "HTTP: seconds between SSE keep-alive comments", env="COLABHIVE_SSE_KEEPALIVE")
     log_level: str = _setting(

@@ -52,13 +52,19 @@ class Outcome:
 def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: threading.Event,
         sync_timeout_s: int = 1, **follow_options: Any) -> Outcome:
     """Invoke ``slug`` and :func:`follow` it to a terminal state. Raises :class:`GatewayError`
-    when the gateway refuses the call or stays unreachable for several polls in a row."""
+    when the gateway refuses the call or stays unreachable for several polls in a row.
+
+    Without an ``on_update`` listener the gateway may hold the invoke ``sync_timeout_s`` seconds,
+    which saves a poll for work that finishes within it.
+    """
     if cancelled.is_set():
         return Outcome("cancelled", None)
+    # A client that follows progress hears at once that the call started, and the gateway is not
+    # asked to hold the invoke: every state of the work (queued, cold start, steps) is reported.
     on_update = follow_options.get("on_update")
-    if on_update is not None:  # say at once that the call started: the invoke may be held a while
+    if on_update is not None:
         on_update({"status": "submitted", "action_slug": slug})
-    invocation = gateway.invoke(slug, arguments, sync=True, sync_timeout_s=sync_timeout_s,
+    invocation = gateway.invoke(slug, arguments, sync=on_update is None, sync_timeout_s=sync_timeout_s,
                                 idempotency_key=str(uuid.uuid4()))
     return follow(gateway, invocation, cancelled=cancelled, **follow_options)
 

@@ -11,7 +11,8 @@
 # Runs:  NODE conformance server --url URL --expected-failures conf/conformance-baseline.yml ARGS...
 # and exits with the suite's exit code: 0 when every failing scenario is in the baseline; 1 on an
 # unexpected failure AND on a stale baseline entry (a listed scenario that now passes). With a
-# baseline, a scenario that only has WARNING checks counts as failing too.
+# baseline, a scenario that only has WARNING checks counts as failing too. Exit 2: usage or setup
+# error (no npm, install failed, nothing listening at URL, non-loopback URL).
 # Other CLI flags: --suite active|all|pending, --scenario NAME, -o DIR (checks.json per scenario),
 # --spec-version 2025-06-18|2025-11-25 (0.1.16 only), --verbose.
 #
@@ -130,17 +131,25 @@ case "$(uname -s)-$(uname -m)" in
 esac
 if [ -n "$NODE_PKG" ]; then
     dir="$CACHE/node22"
-    if npm_install "$dir" "$NODE_PKG@$NODE22_VERSION" "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION"; then
-        node="$dir/node_modules/$NODE_PKG/bin/node"
-        cli="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+    node="$dir/node_modules/$NODE_PKG/bin/node"
+    cli="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+    for attempt in 1 2; do   # a damaged cached install gets one fresh reinstall
+        cached=0; [ -f "$dir/.stamp" ] && cached=1
+        if ! npm_install "$dir" "$NODE_PKG@$NODE22_VERSION" "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION"; then
+            say "could not install $NODE_PKG@$NODE22_VERSION + conformance@$CONFORMANCE_VERSION"
+            break
+        fi
         if [ -x "$node" ] && [ "$("$node" "$cli" --version 2>/dev/null)" = "$CONFORMANCE_VERSION" ]; then
             NODE=$node CLI=$cli
-        else
-            say "Node $NODE22_VERSION / conformance $CONFORMANCE_VERSION does not run here"
+            break
         fi
-    else
-        say "could not install $NODE_PKG@$NODE22_VERSION + conformance@$CONFORMANCE_VERSION"
-    fi
+        rm -f "$dir/.stamp"
+        if [ "$cached" = 0 ]; then
+            say "Node $NODE22_VERSION / conformance $CONFORMANCE_VERSION does not run here"
+            break
+        fi
+        say "cached Node 22 install is damaged: reinstalling"
+    done
 else
     say "no Node 22 package for $(uname -s)-$(uname -m)"
 fi
@@ -160,6 +169,14 @@ fi
 version=$("$NODE" "$CLI" --version)
 if [ "$LIST" = 1 ]; then
     exec "$NODE" "$CLI" list --server "$@" </dev/null
+fi
+
+# Fail fast (instead of 32 connection errors) when nothing listens at the URL.
+port=$(printf '%s' "$URL" | sed -nE 's#^[a-zA-Z]+://(\[[^]]*\]|[^/:]*):([0-9]+).*#\2#p')
+case "$URL" in https://*) port=${port:-443} ;; *) port=${port:-80} ;; esac
+tcp_host=${host#[}; tcp_host=${tcp_host%]}
+if ! timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' _ "$tcp_host" "$port" 2>/dev/null; then
+    die "nothing listens at $host:$port (start the server first)"
 fi
 
 say "conformance $version on Node $("$NODE" --version) against $URL (baseline ${BASELINE#"$ROOT"/})"

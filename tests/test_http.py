@@ -385,3 +385,51 @@ def test_plain_gunicorn_with_the_conf_file_and_the_debug_server(gateway_sandbox,
         assert called.json()["result"]["content"][0]["text"] == how
     finally:
         server.stop()
+
+
+def sse_events(response_text):
+    """(id, data) of every SSE event in a body (comments and retry-only blocks skipped)."""
+    events = []
+    for block in response_text.split("\n\n"):
+        fields = dict(line.split(": ", 1) if ": " in line else (line.rstrip(":"), "")
+                      for line in block.splitlines() if line and not line.startswith(":"))
+        if "id" in fields or "data" in fields:
+            events.append((fields.get("id"), fields.get("data", "")))
+    return events
+
+
+def test_resumable_streams_prime_hand_over_and_resume(gateway_sandbox):
+    server = HttpServer(gateway_sandbox.url, "--single-tenant", "--http-workers", "1", "--sse-poll-after", "1",
+                        env={"COLABHIVE_API_KEY": DEMO_KEY})
+    try:
+        session = initialize(server.url, key=None)
+        first = rpc(server.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 3}}, key=None,
+                    session=session, id_=7)
+        assert first.headers["Content-Type"].startswith("text/event-stream")
+        events = sse_events(first.text)
+        priming_id, priming_data = events[0]
+        assert priming_id and priming_data == "" and "retry: 1000" in first.text
+        assert not any('"id":7' in data for _, data in events)  # handed over before the answer
+        headers = {"Accept": "text/event-stream", "Mcp-Session-Id": session, "Last-Event-ID": events[-1][0]}
+        resumed = requests.get(server.url, headers=headers, timeout=30)
+        answers = [json.loads(data) for _, data in sse_events(resumed.text) if data]
+        assert "report ready" in answers[-1]["result"]["content"][0]["text"] and answers[-1]["id"] == 7
+        other = initialize(server.url, key=None)
+        headers["Mcp-Session-Id"] = other
+        assert requests.get(server.url, headers=headers, timeout=10).status_code == 404  # not its stream
+    finally:
+        server.stop()
+
+
+def test_hosted_streams_are_not_resumable(hosted):
+    session = initialize(hosted.url)
+    response = rpc(hosted.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 1},
+                                             "_meta": {"progressToken": 1}}, session=session)
+    assert response.text.startswith(": open") and all(event_id is None for event_id, _ in sse_events(response.text))
+
+
+def test_serve_with_the_sandbox_stops_promptly(gateway_sandbox):
+    server = HttpServer(gateway_sandbox.url, "--sandbox")
+    started = time.monotonic()
+    server.stop()
+    assert server.process.returncode == 0 and time.monotonic() - started < 20  # was 60 s: a worker hung

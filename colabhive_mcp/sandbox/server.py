@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from types import TracebackType
@@ -34,6 +35,7 @@ class Sandbox:
         self.app = create_app(**options)
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._owner = 0  # the process whose thread serves (a forked child must not wait for it)
 
     @property
     def root_url(self) -> str:
@@ -77,12 +79,13 @@ class Sandbox:
         self.port = self._server.server_port
         self._thread = threading.Thread(target=self._server.serve_forever, name="colabhive-sandbox", daemon=True)
         self._thread.start()
+        self._owner = os.getpid()
         return self
 
     def stop(self) -> None:
         """Stop serving; held requests and injected waits end at once."""
-        if self._server is None or self._thread is None:
-            return
+        if self._server is None or self._thread is None or os.getpid() != self._owner:
+            return  # not started, or a forked child (a gunicorn worker) leaving the parent's block
         self.app.state.stopping.set()
         self._server.shutdown()
         self._server.server_close()

@@ -34,12 +34,14 @@ from ..pool import TenantPool
 from ..protocol import LEGACY_VERSIONS, META_VERSION, Server, Session
 from ..sessions import SessionCodec, key_binding
 from ..tenant import Tenant
+from .events import EventStore, StreamLog
 
 JSON = "application/json"
 SSE = "text/event-stream"
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DISCONNECT_CHECK_S = 0.5
+RETRY_MS = 1000  # how long a client waits before it reconnects to a handed-over stream
 STATUS_BY_CODE = {jsonrpc.PARSE_ERROR: 400, jsonrpc.INVALID_REQUEST: 400}
 MODERN_STATUS_BY_CODE = {**STATUS_BY_CODE, jsonrpc.INVALID_PARAMS: 400, jsonrpc.METHOD_NOT_FOUND: 404,
                          jsonrpc.HEADER_MISMATCH: 400, jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
@@ -73,7 +75,8 @@ class McpApp:
         self.single = Tenant(config, config.api_key) if config.single_tenant and config.api_key else None
         self.pool = None if config.single_tenant else TenantPool(config)
         self.sessions = SessionCodec(config.session_secret or secrets.token_hex(32), config.session_max_age)
-        self.get_streams = config.single_tenant if config.get_streams is None else config.get_streams
+        resumable = config.single_tenant if config.resumable_streams is None else config.resumable_streams
+        self.events = EventStore() if resumable else None
         self.hosts = frozenset(h.lower() for h in config.allowed_hosts) | LOOPBACK_HOSTS | {_bind_host(config.bind)}
         self.origins = frozenset(o.rstrip("/") for o in config.allowed_origins)
         self._log_levels: TTLCache = TTLCache(maxsize=10_000, ttl=config.session_max_age)
@@ -213,8 +216,11 @@ class McpApp:
             with self._tenant(api_key) as tenant:
                 answer = self.core.handle(message, tenant=tenant, session=session)
             return Response(status=202) if answer is None else _json(answer, _status(answer, STATUS_BY_CODE))
-        response = self._answer(message, api_key, session, _socket(request), STATUS_BY_CODE,
-                                stream=_wants_stream(message, accepts, session.log_level))
+        resumable = self.events is not None and session.version >= "2025-11-25"
+        stream = _wants_stream(message, accepts, session.log_level) or (
+            resumable and SSE in accepts and message.get("method") == "tools/call")
+        response = self._answer(message, api_key, session, _socket(request), STATUS_BY_CODE, stream=stream,
+                                resumable=resumable)
         if message.get("method") == "logging/setLevel" and session.log_level:
             self._log_levels[session.id] = session.log_level
         return response
@@ -229,14 +235,14 @@ class McpApp:
         return session
 
     def _answer(self, message: dict[str, Any], api_key: str, session: Session, request_socket: Any,
-                statuses: dict[int, int], *, stream: bool) -> Response:
+                statuses: dict[int, int], *, stream: bool, resumable: bool = False) -> Response:
         """Serve one request as a JSON body, or as an SSE stream when it will send notifications."""
         def run(notify: Callable[[dict[str, Any]], None], cancelled: threading.Event) -> Any:
             with self._tenant(api_key) as tenant:
                 return self.core.handle(message, tenant=tenant, session=session, notify=notify, cancelled=cancelled)
 
         if stream:
-            return self._stream(run)
+            return self._stream(run, session if resumable else None)
         if message.get("method") == "tools/call":
             answer = _watching_the_client(run, request_socket)
         else:
@@ -247,38 +253,65 @@ class McpApp:
 
     # -- SSE ------------------------------------------------------------------------------------
 
-    def _stream(self, run: Callable[[Callable[[dict[str, Any]], None], threading.Event], Any]) -> Response:
+    def _stream(self, run: Callable[[Callable[[dict[str, Any]], None], threading.Event], Any],
+                resumable_for: Session | None = None) -> Response:
         """Run the request on its own thread and stream its notifications, then its answer.
 
-        A client that goes away (a failed write, or its socket closing while we wait) cancels
-        the request: its polling stops and the gateway is asked to stop the work.
+        A plain stream whose client goes away (a failed write, or its socket closing while we
+        wait) cancels the request: its polling stops and the gateway is asked to stop the work.
+        A resumable one (``resumable_for`` a session) starts with a priming event and keeps
+        running: its events stay in the store for a ``GET`` with ``Last-Event-ID``.
         """
-        events: queue.Queue = queue.Queue()
         cancelled = threading.Event()
+        resumable = resumable_for is not None and self.events is not None
+        log = self.events.open(resumable_for.id) if resumable else StreamLog("", "")
 
         def work() -> None:
             answer = None
             try:
-                answer = run(events.put, cancelled)
+                answer = run(log.append, cancelled)
             finally:
-                events.put(_Done(answer))
-
-        def generate(environ_socket: socket.socket | None) -> Iterator[bytes]:
-            finished = False
-            try:
-                for item in self._drain(events, environ_socket, cancelled):
-                    if isinstance(item, _Done):
-                        finished = True
-                        if item.answer is not None:
-                            yield _sse_event(item.answer)
-                        return
-                    yield item if isinstance(item, bytes) else _sse_event(item)
-            finally:
-                if not finished:
-                    cancelled.set()
+                log.finish(answer)
 
         threading.Thread(target=work, name="mcp-stream", daemon=True).start()
-        return _StreamResponse(generate, mimetype=SSE, headers=SSE_HEADERS)
+        return _StreamResponse(lambda sock: self._relay(log, 0, sock, cancelled, resumable, prime=resumable),
+                               mimetype=SSE, headers=SSE_HEADERS)
+
+    def _relay(self, log: StreamLog, position: int, sock: socket.socket | None, cancelled: threading.Event,
+               resumable: bool, prime: bool = False) -> Iterator[bytes]:
+        """The SSE bytes of ``log`` from ``position`` on, live, with keep-alive comments.
+
+        A resumable POST stream (``prime``) starts with a priming event and is handed over after
+        ``sse_poll_after`` seconds: a ``retry`` field, then the connection ends and the client
+        reconnects with ``GET`` + ``Last-Event-ID``, whose stream then runs to the answer.
+        """
+        finished = False
+        started = last = time.monotonic()
+        try:
+            # the first bytes go out at once, so the client has its headers before any event
+            yield f"id: {log.event_id(0)}\nretry: {RETRY_MS}\ndata: \n\n".encode() if prime else b": open\n\n"
+            while True:
+                messages, done = log.after(position, DISCONNECT_CHECK_S)
+                for message in messages:
+                    position += 1
+                    yield _sse_event(message, log.event_id(position) if resumable else None)
+                if done:
+                    finished = True
+                    return
+                now = time.monotonic()
+                if messages:
+                    last = now
+                elif sock is not None and _peer_closed(sock):
+                    return
+                elif now - last >= self.config.sse_keepalive:
+                    last = now
+                    yield b": keep-alive\n\n"
+                if prime and self.config.sse_poll_after and now - started >= self.config.sse_poll_after:
+                    yield f"retry: {RETRY_MS}\n\n".encode()
+                    return
+        finally:
+            if not finished and not resumable:
+                cancelled.set()
 
     def _drain(self, events: queue.Queue, sock: socket.socket | None, cancelled: threading.Event) -> Iterator[Any]:
         """Items from ``events``, with keep-alive comments while nothing happens."""
@@ -298,17 +331,25 @@ class McpApp:
     # -- GET / DELETE /mcp ----------------------------------------------------------------------
 
     def _get(self, request: Request) -> Response:
-        if "Mcp-Session-Id" not in request.headers or not self.get_streams:
-            return _not_allowed("POST" if not self.get_streams else "POST, DELETE")
+        """The legacy GET stream: a resumption (``Last-Event-ID``) or the notification stream."""
+        if "Mcp-Session-Id" not in request.headers or self.events is None:
+            return _not_allowed("POST" if self.events is None else "POST, DELETE")
         if SSE not in _accepts(request):
             raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {SSE}")
-        self._restore_session(request, self._api_key(request))
+        session = self._restore_session(request, self._api_key(request))
+        last_event_id = request.headers.get("Last-Event-ID")
+        if last_event_id:
+            found = self.events.find(last_event_id, session.id)
+            if found is None:
+                raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown Last-Event-ID: that stream is gone")
+            log, position = found
+            return _StreamResponse(lambda sock: self._relay(log, position, sock, threading.Event(), True),
+                                   mimetype=SSE, headers=SSE_HEADERS)
         quiet: queue.Queue = queue.Queue()
-        cancelled = threading.Event()
 
         def generate(sock: socket.socket | None) -> Iterator[bytes]:
-            yield b": stream open\n\n"
-            yield from (item for item in self._drain(quiet, sock, cancelled) if isinstance(item, bytes))
+            yield b": open\n\n"
+            yield from (item for item in self._drain(quiet, sock, threading.Event()) if isinstance(item, bytes))
 
         return _StreamResponse(generate, mimetype=SSE, headers=SSE_HEADERS)
 
@@ -454,8 +495,9 @@ def _json(answer: Any, status: int) -> Response:
     return Response(jsonrpc.encode(answer), status, mimetype=JSON)
 
 
-def _sse_event(message: Any) -> bytes:
-    return b"event: message\ndata: " + jsonrpc.encode(message) + b"\n\n"
+def _sse_event(message: Any, event_id: str | None = None) -> bytes:
+    head = f"id: {event_id}\n".encode() if event_id else b""
+    return head + b"event: message\ndata: " + jsonrpc.encode(message) + b"\n\n"
 
 
 def _not_allowed(allow: str) -> Response:
