@@ -84,3 +84,14 @@ def test_the_example_config_file_names_every_setting_with_its_default(tmp_path):
         assert resolved.sources[f.name].startswith("config file"), f"{f.name} is missing from the example"
         if f.default is not None:
             assert getattr(resolved.config, f.name) == f.default
+
+
+def test_the_hosted_environment_example_is_valid_and_has_no_key():
+    from pathlib import Path
+
+    example = Path(__file__).parent.parent / "conf" / "colabhive-mcp.env.example"
+    environ = dict(line.split("=", 1) for line in example.read_text().splitlines()
+                   if line and not line.startswith("#"))
+    config = load({}, environ).config
+    assert config.api_key is None and not config.single_tenant
+    assert config.bind == "127.0.0.1:8765" and config.allowed_hosts == ("mcp.example.com",)
