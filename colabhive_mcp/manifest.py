@@ -102,6 +102,7 @@ class ManifestCache:
         self._expires = self.clock() + min(self.ttl, RETRY_AFTER_FAILURE_S)
         if current is None:
             self._expires = 0.0
+            log.bind(error=exc.message, status=exc.status, tenant=self.gateway.key_id).warning("manifest.unavailable")
             raise ManifestError(f"cannot load the tool manifest: {exc.message}", exc) from exc
         log.bind(error=exc.message, status=exc.status, etag=current.etag,
                  tenant=self.gateway.key_id).warning("manifest.stale")

@@ -433,3 +433,26 @@ def test_serve_with_the_sandbox_stops_promptly(gateway_sandbox):
     started = time.monotonic()
     server.stop()
     assert server.process.returncode == 0 and time.monotonic() - started < 20  # was 60 s: a worker hung
+
+
+def test_cors_only_for_configured_origins_and_keys_never_leak(gateway_sandbox):
+    secret = "hive_secret_http_leak_check_0001"
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "1",
+                        env={"COLABHIVE_ALLOWED_ORIGINS": "https://app.example.com", "COLABHIVE_LOG_LEVEL": "debug"})
+    try:
+        preflight = requests.options(server.url, headers={"Origin": "https://app.example.com",
+                                                          "Access-Control-Request-Method": "POST"}, timeout=10)
+        assert preflight.status_code == 204 and "Mcp-Session-Id" in preflight.headers["Access-Control-Allow-Headers"]
+        assert requests.options(server.url, headers={"Origin": "https://evil.example"}, timeout=10).status_code == 403
+        allowed = post(server.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "web", "version": "1"}}},
+            key=secret, Origin="https://app.example.com")
+        assert allowed.headers["Access-Control-Allow-Origin"] == "https://app.example.com"
+        assert "Mcp-Session-Id" in allowed.headers["Access-Control-Expose-Headers"]
+        listed = rpc(server.url, "tools/list", key=secret, session=allowed.headers["Mcp-Session-Id"])
+        assert "401" in listed.text and secret not in listed.text and secret not in str(listed.headers)
+        called = modern(server.url, "tools/call", {"name": "echo", "arguments": {"text": "x"}}, key=secret)
+        assert secret not in called.text
+    finally:
+        log = server.stop()
+    assert "manifest" in log and secret not in log
