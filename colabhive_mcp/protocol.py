@@ -12,23 +12,26 @@ the legacy handshake of 2024-11-05 … 2025-11-25, scoped to the session.
 from __future__ import annotations
 
 import base64
+import secrets
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import __version__, jsonrpc
+from . import __version__, content, jsonrpc, tasks
 from .config import Config
 from .invocation import ProgressTracker, status_message
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
 from .logs import log
 from .manifest import ManifestError
-from .tenant import Tenant, UnknownTool
+from .gateway import GatewayError, is_terminal
+from .tenant import Tenant, UnknownTool, gateway_failure
 
 LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 MODERN_VERSIONS = ("2026-07-28",)
 SUPPORTED_VERSIONS = MODERN_VERSIONS + LEGACY_VERSIONS
 BATCH_VERSION = "2025-03-26"
+TASKS_VERSION = "2025-11-25"  # the one legacy revision with (experimental) core tasks
 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
@@ -75,6 +78,7 @@ class Request:
     cancelled: threading.Event
     log_level: str | None = None
     session: Session | None = None
+    capabilities: dict[str, Any] = field(default_factory=dict)
 
     def send(self, method: str, params: dict[str, Any]) -> None:
         """Emit a notification for this request, unless it has been cancelled."""
@@ -92,6 +96,7 @@ class Server:
         self.config = config
         self.info = {"name": "colabhive-mcp", "title": "ColabHive", "version": __version__,
                      "description": "ColabHive actions as MCP tools", "websiteUrl": "https://colabhive.com"}
+        self.task_ids = tasks.TaskIds(config.session_secret or secrets.token_hex(32))
         self._inflight: dict[tuple[str, Any], threading.Event] = {}
         self._early_cancels: OrderedDict[tuple[str, Any], None] = OrderedDict()
         self._lock = threading.Lock()
@@ -209,7 +214,7 @@ class Server:
             raise JsonRpcError(INVALID_PARAMS, "Session not initialized: send initialize first "
                                                "(or use protocol 2026-07-28 with per-request _meta)")
         request = Request(message["id"], method, params, session.version, False, tenant, notify, cancelled,
-                          session.log_level, session)
+                          session.log_level, session, session.capabilities)
         return handler(self, request)
 
     def _modern_request(self, id_: Any, method: str, params: dict[str, Any], meta: dict[str, Any],
@@ -229,7 +234,8 @@ class Server:
         level = meta.get(META_LOG_LEVEL)
         if level is not None and level not in LOG_LEVELS:
             raise JsonRpcError(INVALID_PARAMS, f"Invalid log level: {level!r}")
-        return Request(id_, method, params, version, True, tenant, notify, cancelled, level)
+        return Request(id_, method, params, version, True, tenant, notify, cancelled, level,
+                       capabilities=meta[META_CAPABILITIES])
 
     def _server_info(self, version: str) -> dict[str, Any]:
         keys = SERVER_INFO_FIELDS.get(version, tuple(self.info))
@@ -249,12 +255,15 @@ class Server:
         log.bind(session=session.id, protocol_version=version, requested_version=requested,
                  client=session.client_info.get("name"), client_version=session.client_info.get("version"),
                  era="legacy").info("mcp.session.started")
-        return {"protocolVersion": version, "capabilities": {"tools": {"listChanged": False}, "logging": {}},
+        capabilities: dict[str, Any] = {"tools": {"listChanged": False}, "logging": {}}
+        if version == TASKS_VERSION:
+            capabilities["tasks"] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
+        return {"protocolVersion": version, "capabilities": capabilities,
                 "serverInfo": self._server_info(version), "instructions": INSTRUCTIONS}
 
     def _discover(self, request: Request) -> dict[str, Any]:
         return {"supportedVersions": list(SUPPORTED_VERSIONS),
-                "capabilities": {"tools": {"listChanged": False}},
+                "capabilities": {"tools": {"listChanged": False}, "extensions": {tasks.EXTENSION: {}}},
                 "instructions": INSTRUCTIONS, "ttlMs": 3_600_000, "cacheScope": "public"}
 
     def _set_level(self, request: Request) -> dict[str, Any]:
@@ -292,16 +301,86 @@ class Server:
         if not isinstance(arguments, dict):
             raise JsonRpcError(INVALID_PARAMS, "tools/call params.arguments must be an object")
         try:
+            if self._as_task(request):
+                task = self._start_task(request, name, arguments)
+                if task is not None:
+                    return task
             result = request.tenant.call_tool(name, arguments, version=request.version,
                                               cancelled=request.cancelled, on_update=_reporter(request))
         except UnknownTool:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
         return result if result is not None else {"content": []}
 
+    # -- tasks ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _as_task(request: Request) -> bool:
+        """A 2025-11-25 call that asks for a task, or a 2026 call from a client with the extension."""
+        if request.modern:
+            return tasks.EXTENSION in (request.capabilities.get("extensions") or {})
+        return request.version == TASKS_VERSION and isinstance(request.params.get("task"), dict)
+
+    def _start_task(self, request: Request, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+        """The task for a long-running tool; ``None`` when the call should simply run (2026)."""
+        prepared = request.tenant.prepare(name, arguments)
+        if isinstance(prepared, dict):
+            return prepared
+        _, tool = prepared
+        if not tool.long_running:
+            if request.modern:
+                return None
+            raise JsonRpcError(METHOD_NOT_FOUND, f"Tool {name!r} does not run as a task (taskSupport forbidden)")
+        try:
+            ref, invocation = tasks.start(self.task_ids, request.tenant, tool, arguments)
+        except GatewayError as exc:
+            return content.error_result(gateway_failure(name, exc))
+        fields = tasks.task_fields(ref, invocation)
+        log.bind(tool=name, slug=tool.slug, tenant=request.tenant.key_id, invocation_id=ref.invocation_id,
+                 era="modern" if request.modern else "legacy").info("mcp.task.created")
+        return {"resultType": "task", **tasks.modern_fields(fields)} if request.modern else {"task": fields}
+
+    def _task(self, request: Request) -> tasks.TaskRef:
+        if request.modern:
+            tasks.require_extension(request.capabilities)
+        elif request.version != TASKS_VERSION:
+            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {request.method} (tasks need protocol {TASKS_VERSION})")
+        return self.task_ids.find(request.tenant, request.params.get("taskId"))
+
+    def _tasks_get(self, request: Request) -> dict[str, Any]:
+        ref = self._task(request)
+        invocation = tasks.fetch(request.tenant, ref)
+        fields = tasks.task_fields(ref, invocation)
+        if not request.modern:
+            return fields
+        fields = tasks.modern_fields(fields)
+        if fields["status"] in ("completed", "failed"):  # an upstream failure is a completed isError result
+            fields.update(status="completed", result=tasks.outcome(request.tenant, ref, invocation, request.version))
+        return fields
+
+    def _tasks_result(self, request: Request) -> dict[str, Any]:
+        ref = self._task(request)
+        invocation = tasks.wait(request.tenant, ref, request.cancelled)
+        result = tasks.outcome(request.tenant, ref, invocation, request.version)
+        result.setdefault("_meta", {})[tasks.RELATED_TASK] = {"taskId": ref.task_id}
+        return result
+
+    def _tasks_cancel(self, request: Request) -> dict[str, Any]:
+        ref = self._task(request)
+        if not request.modern and is_terminal(tasks.fetch(request.tenant, ref)):
+            raise JsonRpcError(INVALID_PARAMS, "Cannot cancel a task that has already finished")
+        invocation = tasks.cancel(request.tenant, ref)
+        return {} if request.modern else tasks.task_fields(ref, invocation, status="cancelled")
+
+    def _tasks_update(self, request: Request) -> dict[str, Any]:
+        self._task(request)
+        return {}  # no task of ours ever waits for input
+
     _legacy_methods: dict[str, Callable[..., dict[str, Any]]] = {
-        "logging/setLevel": _set_level, "tools/list": _tools_list, "tools/call": _tools_call}
+        "logging/setLevel": _set_level, "tools/list": _tools_list, "tools/call": _tools_call,
+        "tasks/get": _tasks_get, "tasks/result": _tasks_result, "tasks/cancel": _tasks_cancel}
     _modern_methods: dict[str, Callable[..., dict[str, Any]]] = {
-        "server/discover": _discover, "tools/list": _tools_list, "tools/call": _tools_call}
+        "server/discover": _discover, "tools/list": _tools_list, "tools/call": _tools_call,
+        "tasks/get": _tasks_get, "tasks/cancel": _tasks_cancel, "tasks/update": _tasks_update}
 
 
 def _reporter(request: Request) -> Callable[[dict[str, Any]], None] | None:

@@ -18,7 +18,8 @@ from .invocation import Backoff, follow, run
 from .logs import key_id, log
 from .manifest import ManifestCache, ManifestError, load_snapshot
 from .policy import Policy
-from .tools import Catalog
+from .signing import key_binding
+from .tools import Catalog, Tool
 
 
 class UnknownTool(LookupError):
@@ -31,6 +32,7 @@ class Tenant:
     def __init__(self, config: Config, api_key: str) -> None:
         self.config = config
         self.key_id = key_id(api_key)
+        self.binding = key_binding(api_key)  # what tokens bound to this key carry
         self.gateway = Gateway(config.api_url, api_key, account_id=config.account_id,
                                timeout=config.request_timeout, retries=config.retries)
         snapshot = load_snapshot(config.manifest_snapshot) if config.manifest_snapshot else None
@@ -52,11 +54,10 @@ class Tenant:
             self._catalog = catalog
         return catalog
 
-    def call_tool(self, name: str, arguments: dict[str, Any], *, version: str, cancelled: threading.Event,
-                  on_update: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
-        """Run one tool to the end and return its ``CallToolResult`` (``None`` once cancelled).
+    def prepare(self, name: str, arguments: dict[str, Any]) -> tuple[Catalog, Tool] | dict[str, Any]:
+        """The tool to run, or the ``isError`` result that refuses the call without the gateway.
 
-        Raises :class:`UnknownTool`; every other failure is an ``isError`` result.
+        Raises :class:`UnknownTool`.
         """
         try:
             catalog = self.catalog()
@@ -68,8 +69,18 @@ class Tenant:
         if tool.refusal is not None:
             return content.error_result(f"Tool {name!r} is not available on this server: {tool.refusal}.")
         problem = tool.argument_errors(arguments)
-        if problem is not None:
-            return content.error_result(problem)
+        return content.error_result(problem) if problem is not None else (catalog, tool)
+
+    def call_tool(self, name: str, arguments: dict[str, Any], *, version: str, cancelled: threading.Event,
+                  on_update: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
+        """Run one tool to the end and return its ``CallToolResult`` (``None`` once cancelled).
+
+        Raises :class:`UnknownTool`; every other failure is an ``isError`` result.
+        """
+        prepared = self.prepare(name, arguments)
+        if isinstance(prepared, dict):
+            return prepared
+        catalog, tool = prepared
         started = time.perf_counter()
         fields: dict[str, Any] = {"tool": name, "slug": tool.slug, "tenant": self.key_id}
         follow_options = {"cancelled": cancelled, "on_update": on_update, "backoff": self.backoff,

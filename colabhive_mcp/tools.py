@@ -22,6 +22,7 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]+")
 META_PREFIX = "com.colabhive/"
 RESERVED_PREFIX = "colabhive__"  # built-in tools; a slug starting with it never keeps its name
+LONG_RUNNING = frozenset({"slow", "batch"})  # latency classes that may run as tasks
 LATENCY_NOTES = {
     "slow": "Slow: the first call may take minutes while the model loads; progress is reported meanwhile.",
     "batch": "Batch job: may run for minutes; progress is reported meanwhile.",
@@ -64,6 +65,10 @@ class Tool:
     def slug(self) -> str:
         return self.entry["name"]
 
+    @property
+    def long_running(self) -> bool:
+        return self.entry.get("latencyClass") in LONG_RUNNING and not self.builtin
+
     @cached_property
     def _validator(self) -> Any:
         schema = self.definition["inputSchema"]
@@ -102,6 +107,8 @@ def build_definition(entry: dict[str, Any], name: str) -> dict[str, Any]:
     if isinstance(output, dict) and output.get("type") == "object":
         definition["outputSchema"] = output
     definition["annotations"] = annotations(entry)
+    if entry.get("latencyClass") in LONG_RUNNING:
+        definition["execution"] = {"taskSupport": "optional"}
     meta = {META_PREFIX + key: entry[key] for key in ("kind", "latencyClass", "stability", "costHint", "sideEffects")
             if key in entry}
     meta[META_PREFIX + "slug"] = entry["name"]

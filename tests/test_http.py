@@ -456,3 +456,38 @@ def test_cors_only_for_configured_origins_and_keys_never_leak(gateway_sandbox):
     finally:
         log = server.stop()
     assert "manifest" in log and secret not in log
+
+
+def test_tasks_are_served_by_any_process_and_bound_to_the_key(hosted, gateway_sandbox):
+    other = HttpServer(gateway_sandbox.url, "--http-workers", "1")
+    caps = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    try:
+        # 2026 extension: created on one process, followed on the other
+        created = modern(hosted.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 2},
+                         "_meta": {"io.modelcontextprotocol/clientCapabilities": caps}}).json()["result"]
+        assert created["resultType"] == "task"
+        task_id = created["taskId"]
+        got = modern(other.url, "tasks/get", {"taskId": task_id, "_meta": {
+            "io.modelcontextprotocol/clientCapabilities": caps}}, **{"Mcp-Name": task_id}).json()["result"]
+        assert got["status"] == "working"
+        wrong_name = modern(other.url, "tasks/get", {"taskId": task_id, "_meta": {
+            "io.modelcontextprotocol/clientCapabilities": caps}}, **{"Mcp-Name": "another-task"})
+        assert wrong_name.status_code == 400 and wrong_name.json()["error"]["code"] == -32020
+        stranger = modern(other.url, "tasks/get", {"taskId": task_id, "_meta": {
+            "io.modelcontextprotocol/clientCapabilities": caps}}, key=DEMO_KEY_B, **{"Mcp-Name": task_id})
+        assert stranger.json()["error"]["code"] == -32602
+        # 2025-11-25 core tasks: a session from one process, the task's result from the other
+        session = initialize(hosted.url)
+        task = rpc(hosted.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 2}, "task": {}},
+                   session=session).json()["result"]["task"]
+        assert rpc(other.url, "tasks/get", {"taskId": task["taskId"]}, session=session).json()["result"][
+            "status"] == "working"
+        result = rpc(other.url, "tasks/result", {"taskId": task["taskId"]}, session=session).json()["result"]
+        assert "report ready" in result["content"][0]["text"]
+        assert rpc(hosted.url, "tasks/get", {"taskId": task["taskId"]}, session=session).json()["result"][
+            "status"] == "completed"
+        done = modern(hosted.url, "tasks/get", {"taskId": task_id, "_meta": {
+            "io.modelcontextprotocol/clientCapabilities": caps}}, **{"Mcp-Name": task_id}).json()["result"]
+        assert done["status"] == "completed" and "report ready" in done["result"]["content"][0]["text"]
+    finally:
+        other.stop()

@@ -32,7 +32,8 @@ from ..jsonrpc import JsonRpcError
 from ..logs import configure, key_id, log
 from ..pool import TenantPool
 from ..protocol import LEGACY_VERSIONS, META_VERSION, Server, Session
-from ..sessions import SessionCodec, key_binding
+from ..sessions import SessionCodec
+from ..signing import key_binding
 from ..tenant import Tenant
 from .events import EventStore, StreamLog
 
@@ -42,6 +43,8 @@ LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DISCONNECT_CHECK_S = 0.5
 RETRY_MS = 1000  # how long a client waits before it reconnects to a handed-over stream
+# 2026: the body field each method's Mcp-Name header mirrors
+NAME_PARAMS = {"tools/call": "name", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 STATUS_BY_CODE = {jsonrpc.PARSE_ERROR: 400, jsonrpc.INVALID_REQUEST: 400}
 MODERN_STATUS_BY_CODE = {**STATUS_BY_CODE, jsonrpc.INVALID_PARAMS: 400, jsonrpc.METHOD_NOT_FOUND: 404,
                          jsonrpc.HEADER_MISMATCH: 400, jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
@@ -469,9 +472,10 @@ def _header_mismatch(request: Request, message: dict[str, Any]) -> str | None:
         return "MCP-Protocol-Version header does not match params._meta protocolVersion"
     if request.headers.get("Mcp-Method") != message.get("method"):
         return "Mcp-Method header does not match the request's method"
-    if message.get("method") == "tools/call" and isinstance(params.get("name"), str):
-        if _decode_header(request.headers.get("Mcp-Name")) != params["name"]:
-            return "Mcp-Name header does not match params.name"
+    name_key = NAME_PARAMS.get(message.get("method"))
+    if name_key and isinstance(params.get(name_key), str):
+        if _decode_header(request.headers.get("Mcp-Name")) != params[name_key]:
+            return f"Mcp-Name header does not match params.{name_key}"
     return None
 
 

@@ -1,0 +1,59 @@
+"""Tokens a client carries back (session ids, task ids): JSON payloads signed with a server secret.
+
+Any process holding the secret can read them, so no server-side store is needed; a token
+that was altered, signed with another secret or is too old reads as ``None``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from typing import Any, Callable
+
+
+class Signer:
+    def __init__(self, secret: str | bytes, prefix: str, max_age: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._secret = (secret.encode() if isinstance(secret, str) else secret) + prefix.encode()
+        self.prefix = prefix
+        self.max_age = max_age
+        self.clock = clock
+
+    def dumps(self, payload: dict[str, Any]) -> str:
+        """A token for ``payload`` (visible ASCII only, safe in an HTTP header)."""
+        body = _b64(json.dumps({**payload, "t": int(self.clock())}, separators=(",", ":")).encode())
+        return self.prefix + body + "." + _b64(self._sign(body))
+
+    def loads(self, token: Any) -> dict[str, Any] | None:
+        """The payload of a genuine, unexpired token, else ``None``."""
+        if not isinstance(token, str) or not token.startswith(self.prefix) or token.count(".") != 2:
+            return None
+        body, _, signature = token[len(self.prefix):].partition(".")
+        try:
+            if not hmac.compare_digest(_unb64(signature), self._sign(body)):
+                return None
+            payload = json.loads(_unb64(body))
+        except ValueError:
+            return None
+        if not isinstance(payload, dict) or self.clock() - payload.get("t", 0) > self.max_age:
+            return None
+        return payload
+
+    def _sign(self, body: str) -> bytes:
+        return hmac.new(self._secret, body.encode(), hashlib.sha256).digest()
+
+
+def key_binding(api_key: str) -> str:
+    """What a token stores about the key it belongs to: 128 bits of its SHA-256, never the key."""
+    return hashlib.sha256(api_key.encode("utf-8")).hexdigest()[:32]
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
