@@ -68,6 +68,18 @@ def _words(value: Any) -> tuple[str, ...]:
     return tuple(i.strip() for i in items if i.strip())
 
 
+def _waits(value: Any) -> tuple[tuple[str, float], ...]:
+    """``kind_or_class=seconds`` pairs: ``slow=900,batch=3600,llm=60`` (text or a TOML table)."""
+    pairs = value.items() if isinstance(value, dict) else [p.split("=", 1) for p in _words(value)]
+    try:
+        parsed = tuple((str(k).strip(), float(v)) for k, v in pairs)
+    except (TypeError, ValueError):
+        raise ValueError("expected NAME=SECONDS pairs, e.g. slow=900,batch=3600") from None
+    if any(not k or not 1 <= v <= 86400 for k, v in parsed):
+        raise ValueError("each NAME=SECONDS needs a name and 1 to 86400 seconds")
+    return parsed
+
+
 def _choice(*options: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         text = _text(value).lower()
@@ -151,6 +163,9 @@ class Config:
     poll_max_wait: float = _setting(
         300.0, _number(float, 1, 86400), "longest a tool call waits for queued work before it returns",
         env="COLABHIVE_POLL_MAX_WAIT")
+    poll_max_wait_by: tuple[tuple[str, float], ...] = _setting(
+        (), _waits, "poll_max_wait for some kinds or latency classes, e.g. slow=900,batch=3600 (a kind wins)",
+        env="COLABHIVE_POLL_MAX_WAIT_BY", metavar="PAIRS")
     poll_initial: float = _setting(
         0.25, _number(float, 0.01, 60), "first poll interval in seconds", env="COLABHIVE_POLL_INITIAL")
     poll_max_interval: float = _setting(
@@ -221,7 +236,7 @@ def environment(config: Config) -> dict[str, str]:
         if value is None or not f.metadata["env"]:
             continue
         if isinstance(value, tuple):
-            value = ",".join(value)
+            value = ",".join(v if isinstance(v, str) else f"{v[0]}={v[1]:g}" for v in value)
         elif isinstance(value, bool):
             value = "true" if value else "false"
         env[f.metadata["env"]] = str(value)
@@ -243,7 +258,7 @@ class Resolved:
             if f.metadata["secret"] and value:
                 shown = value[:5] + "…" + f" (sha256 {key_id(value)})"
             elif isinstance(value, tuple):
-                shown = ",".join(value) or "(none)"
+                shown = ",".join(v if isinstance(v, str) else f"{v[0]}={v[1]:g}" for v in value) or "(none)"
             else:
                 shown = "(unset)" if value is None else str(value)
             rows.append((f.name, shown, self.sources[f.name]))

@@ -54,6 +54,11 @@ class Tenant:
             self._catalog = catalog
         return catalog
 
+    def max_wait(self, entry: dict[str, Any]) -> float:
+        """How long a call of this action waits: by kind, else by latency class, else the default."""
+        waits = dict(self.config.poll_max_wait_by)
+        return waits.get(entry.get("kind"), waits.get(entry.get("latencyClass"), self.config.poll_max_wait))
+
     def prepare(self, name: str, arguments: dict[str, Any]) -> tuple[Catalog, Tool] | dict[str, Any]:
         """The tool to run, or the ``isError`` result that refuses the call without the gateway.
 
@@ -95,7 +100,7 @@ class Tenant:
                                  **follow_options)
             else:
                 outcome = run(self.gateway, tool.slug, arguments, sync_timeout_s=self.config.sync_timeout,
-                              max_wait=self.config.poll_max_wait, **follow_options)
+                              max_wait=self.max_wait(tool.entry), **follow_options)
         except GatewayError as exc:
             message = (f"No invocation {arguments['invocation_id']!r} is visible to this API key."
                        if tool.builtin and exc.status == 404 else gateway_failure(name, exc))

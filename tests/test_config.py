@@ -95,3 +95,15 @@ def test_the_hosted_environment_example_is_valid_and_has_no_key():
     config = load({}, environ).config
     assert config.api_key is None and not config.single_tenant
     assert config.bind == "127.0.0.1:8765" and config.allowed_hosts == ("mcp.example.com",)
+
+
+def test_waits_per_kind_or_latency_class(tmp_path):
+    config = load({"poll_max_wait_by": "slow=900, batch=3600"}, {}).config
+    assert config.poll_max_wait_by == (("slow", 900.0), ("batch", 3600.0))
+    config_file = tmp_path / "c.toml"
+    config_file.write_text("[poll_max_wait_by]\nllm = 60\n")
+    assert load({}, {}, str(config_file)).config.poll_max_wait_by == (("llm", 60.0),)
+    with pytest.raises(ConfigError, match="NAME=SECONDS"):
+        load({"poll_max_wait_by": "slow"}, {})
+    with pytest.raises(ConfigError, match="1 to 86400"):
+        load({"poll_max_wait_by": "slow=0"}, {})

@@ -352,3 +352,13 @@ def test_built_in_tools_obey_the_allow_and_deny_lists_and_keep_their_names(confi
     kinds = Client(Server(config), Tenant(config.replace(kinds=("llm",)), config.api_key))
     kinds.initialize()
     assert "colabhive__get_invocation" in {t["name"] for t in kinds.request("tools/list")["result"]["tools"]}
+
+
+def test_the_wait_can_depend_on_kind_or_latency_class(config):
+    tenant = Tenant(config.replace(poll_max_wait=60, poll_max_wait_by=(("batch", 1.0), ("tool", 30.0))), config.api_key)
+    assert tenant.max_wait({"kind": "tool", "latencyClass": "batch"}) == 30.0  # the kind wins
+    assert tenant.max_wait({"kind": "llm", "latencyClass": "batch"}) == 1.0
+    assert tenant.max_wait({"kind": "llm", "latencyClass": "fast"}) == 60
+    client = Client(Server(config), Tenant(config.replace(poll_max_wait_by=(("batch", 1.0),)), config.api_key))
+    client.initialize()
+    assert "still" in text_of(client.call("batch-report", {"seconds": 4}))
