@@ -157,6 +157,10 @@ class Config:
     min_stability: str = _setting(
         "experimental", _choice(*STABILITIES), "hide actions less stable than this",
         env="COLABHIVE_MIN_STABILITY", metavar="LEVEL")
+    confirm_side_effects: str = _setting(
+        "off", _choice("off", "ask", "require"), "ask the user (MCP elicitation) before a tool with side effects "
+        "runs: off, ask (when the client can), require (refuse when it cannot)", env="COLABHIVE_CONFIRM_SIDE_EFFECTS",
+        metavar="POLICY")
     sync_timeout: int = _setting(
         1, _number(int, 1, 300), "seconds the gateway may hold an invoke before answering 'queued'",
         env="COLABHIVE_SYNC_TIMEOUT")

@@ -14,11 +14,12 @@ from __future__ import annotations
 import base64
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import __version__, content, jsonrpc, tasks
+from . import __version__, confirm, content, jsonrpc, tasks
 from .config import Config
 from .invocation import ProgressTracker, status_message
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
@@ -26,6 +27,7 @@ from .logs import log
 from .manifest import ManifestError
 from .gateway import GatewayError, is_terminal
 from .tenant import Tenant, UnknownTool, gateway_failure
+from .tools import Tool
 
 LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 MODERN_VERSIONS = ("2026-07-28",)
@@ -65,6 +67,14 @@ class Session:
 
 
 @dataclass
+class _Waiter:
+    """A request of ours to the client, waiting for its answer."""
+
+    answered: threading.Event = field(default_factory=threading.Event)
+    response: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Request:
     """One request being served, with what its era says about the client."""
 
@@ -96,7 +106,10 @@ class Server:
         self.config = config
         self.info = {"name": "colabhive-mcp", "title": "ColabHive", "version": __version__,
                      "description": "ColabHive actions as MCP tools", "websiteUrl": "https://colabhive.com"}
-        self.task_ids = tasks.TaskIds(config.session_secret or secrets.token_hex(32))
+        secret = config.session_secret or secrets.token_hex(32)
+        self.task_ids = tasks.TaskIds(secret)
+        self.request_states = confirm.RequestStates(secret)
+        self._pending: dict[tuple[str, str], _Waiter] = {}
         self._inflight: dict[tuple[str, Any], threading.Event] = {}
         self._early_cancels: OrderedDict[tuple[str, Any], None] = OrderedDict()
         self._lock = threading.Lock()
@@ -114,7 +127,8 @@ class Server:
                 return None  # a malformed notification: there is nobody to answer
             return jsonrpc.error(jsonrpc.request_id(message), exc)
         if "method" not in message:
-            return None  # a response to a request of ours; we send none yet
+            self._resolve(session, message)  # the client's answer to a request of ours
+            return None
         if not jsonrpc.is_request(message):
             self._notification(message, session)
             return None
@@ -156,6 +170,31 @@ class Server:
                     self._early_cancels.popitem(last=False)
         if event is not None:
             event.set()
+
+    def ask(self, request: Request, method: str, params: dict[str, Any],
+            timeout: float = confirm.ASK_TIMEOUT_S) -> Any:
+        """Send the client a request during ``request`` and wait for its result (``None``: no answer)."""
+        key = ((request.session or Session()).id, f"colabhive-{secrets.token_hex(8)}")
+        waiter = _Waiter()
+        with self._lock:
+            self._pending[key] = waiter
+        try:
+            request.notify({"jsonrpc": "2.0", "id": key[1], "method": method, "params": params})
+            deadline = time.monotonic() + timeout
+            while not waiter.answered.wait(0.2):
+                if request.cancelled.is_set() or time.monotonic() > deadline:
+                    return None
+            return waiter.response.get("result")
+        finally:
+            with self._lock:
+                self._pending.pop(key, None)
+
+    def _resolve(self, session: Session, message: dict[str, Any]) -> None:
+        with self._lock:
+            waiter = self._pending.get((session.id, message.get("id")))
+        if waiter is not None:
+            waiter.response = message
+            waiter.answered.set()
 
     def cancel_session(self, session: Session) -> None:
         """Cancel the requests in flight of one session (its connection is gone)."""
@@ -305,11 +344,44 @@ class Server:
                 task = self._start_task(request, name, arguments)
                 if task is not None:
                     return task
-            result = request.tenant.call_tool(name, arguments, version=request.version,
-                                              cancelled=request.cancelled, on_update=_reporter(request))
+            result = request.tenant.call_tool(name, arguments, version=request.version, cancelled=request.cancelled,
+                                              on_update=_reporter(request), gate=self._gate(request))
         except UnknownTool:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
         return result if result is not None else {"content": []}
+
+    def _gate(self, request: Request) -> Callable[[Tool, dict[str, Any]], dict[str, Any] | None] | None:
+        """The confirmation step for tools with side effects, if the policy asks for one."""
+        policy = self.config.confirm_side_effects
+        if policy == "off":
+            return None
+
+        def gate(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any] | None:
+            """``None`` to run the tool, else the result to answer instead."""
+            if not confirm.needs_confirmation(policy, tool):
+                return None
+            if "elicitation" not in request.capabilities:
+                if policy == "ask":
+                    return None
+                if request.modern:
+                    raise JsonRpcError(jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY,
+                                       f"Tool {tool.name!r} needs the user's confirmation (elicitation)",
+                                       {"requiredCapabilities": {"elicitation": {}}})
+                return content.error_result(
+                    f"Tool {tool.name!r} has side effects and this server runs it only with the user's "
+                    "confirmation, which this client cannot ask for (no elicitation capability).")
+            form = confirm.elicitation(tool, arguments, request.version)
+            if not request.modern:
+                return None if confirm.accepted(self.ask(request, "elicitation/create", form)) else confirm.declined(tool)
+            answers = request.params.get("inputResponses") or {}
+            if confirm.INPUT_KEY in answers and self.request_states.valid(
+                    request.params.get("requestState"), request.tenant.binding, tool, arguments):
+                return None if confirm.accepted(answers[confirm.INPUT_KEY]) else confirm.declined(tool)
+            return {"resultType": "input_required",
+                    "inputRequests": {confirm.INPUT_KEY: {"method": "elicitation/create", "params": form}},
+                    "requestState": self.request_states.issue(request.tenant.binding, tool, arguments)}
+
+        return gate
 
     # -- tasks ---------------------------------------------------------------------------------
 

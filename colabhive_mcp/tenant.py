@@ -77,15 +77,21 @@ class Tenant:
         return content.error_result(problem) if problem is not None else (catalog, tool)
 
     def call_tool(self, name: str, arguments: dict[str, Any], *, version: str, cancelled: threading.Event,
-                  on_update: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
+                  on_update: Callable[[dict[str, Any]], None] | None = None,
+                  gate: Callable[[Tool, dict[str, Any]], dict[str, Any] | None] | None = None) -> dict[str, Any] | None:
         """Run one tool to the end and return its ``CallToolResult`` (``None`` once cancelled).
 
-        Raises :class:`UnknownTool`; every other failure is an ``isError`` result.
+        ``gate`` may stop the call before the gateway hears of it by returning the answer to give
+        instead (e.g. the user declined). Raises :class:`UnknownTool`; every other failure is an
+        ``isError`` result.
         """
         prepared = self.prepare(name, arguments)
         if isinstance(prepared, dict):
             return prepared
         catalog, tool = prepared
+        stop = gate(tool, arguments) if gate is not None else None
+        if stop is not None:
+            return stop
         started = time.perf_counter()
         fields: dict[str, Any] = {"tool": name, "slug": tool.slug, "tenant": self.key_id}
         follow_options = {"cancelled": cancelled, "on_update": on_update, "backoff": self.backoff,

@@ -221,12 +221,16 @@ class McpApp:
             return Response(status=202) if answer is None else _json(answer, _status(answer, STATUS_BY_CODE))
         resumable = self.events is not None and session.version >= "2025-11-25"
         stream = _wants_stream(message, accepts, session.log_level) or (
-            resumable and SSE in accepts and message.get("method") == "tools/call")
+            SSE in accepts and message.get("method") == "tools/call" and (resumable or self._may_ask(session)))
         response = self._answer(message, api_key, session, _socket(request), STATUS_BY_CODE, stream=stream,
                                 resumable=resumable)
         if message.get("method") == "logging/setLevel" and session.log_level:
             self._log_levels[session.id] = session.log_level
         return response
+
+    def _may_ask(self, session: Session) -> bool:
+        """Whether a tool call may send the client a request (confirmation): it needs an SSE answer."""
+        return self.config.confirm_side_effects != "off" and "elicitation" in session.capabilities
 
     def _restore_session(self, request: Request, api_key: str) -> Session:
         token = request.headers.get("Mcp-Session-Id")

@@ -1,0 +1,72 @@
+"""Asking the user before a tool with side effects runs (MCP elicitation).
+
+Policy ``confirm_side_effects``: ``off``; ``ask`` (confirm when the client can ask its user,
+else run); ``require`` (confirm, else refuse). Legacy clients get an ``elicitation/create``
+request during the call; 2026 clients get ``resultType: "input_required"`` and retry the call
+with their answer and the ``requestState``, which is signed and bound to the key, the tool and
+the exact arguments, and expires, so it cannot be replayed for another mutation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from .policy import side_effects
+from .signing import Signer
+from .tools import Tool
+
+INPUT_KEY = "confirm"
+STATE_MAX_AGE_S = 600.0
+ASK_TIMEOUT_S = 300.0
+
+
+def needs_confirmation(policy: str, tool: Tool) -> bool:
+    """Whether this tool call must be confirmed: it has (or may have) side effects."""
+    return policy != "off" and not tool.builtin and side_effects(tool.entry) != []
+
+
+def elicitation(tool: Tool, arguments: dict[str, Any], version: str) -> dict[str, Any]:
+    """The ``elicitation/create`` params: a yes/no form describing what would run."""
+    effects = side_effects(tool.entry)
+    what = f"It {', '.join(effects)}." if effects else "It may change things outside ColabHive."
+    shown = json.dumps(arguments, ensure_ascii=False)
+    params: dict[str, Any] = {
+        "message": f"Allow the tool {tool.name!r} to run with {shown[:500]}? {what}",
+        "requestedSchema": {"type": "object", "required": [INPUT_KEY], "properties": {
+            INPUT_KEY: {"type": "boolean", "title": "Run it", "default": False,
+                        "description": f"Run {tool.definition.get('title', tool.name)} now"}}},
+    }
+    if version >= "2025-11-25":
+        params["mode"] = "form"
+    return params
+
+
+def accepted(answer: Any) -> bool:
+    """Only an ``accept`` whose form says yes lets the call through."""
+    return (isinstance(answer, dict) and answer.get("action") == "accept"
+            and isinstance(answer.get("content"), dict) and answer["content"].get(INPUT_KEY) is True)
+
+
+def declined(tool: Tool) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": f"The user did not allow {tool.name!r} to run; nothing was done."}],
+            "isError": True}
+
+
+class RequestStates:
+    """The 2026 ``requestState``: which key may run which tool with which arguments, for a while."""
+
+    def __init__(self, secret: str | bytes) -> None:
+        self._signer = Signer(secret, "r1.", STATE_MAX_AGE_S)
+
+    def issue(self, binding: str, tool: Tool, arguments: dict[str, Any]) -> str:
+        return self._signer.dumps({"k": binding, "n": tool.name, "a": _digest(arguments)})
+
+    def valid(self, state: Any, binding: str, tool: Tool, arguments: dict[str, Any]) -> bool:
+        payload = self._signer.loads(state)
+        return payload is not None and payload == {**payload, "k": binding, "n": tool.name, "a": _digest(arguments)}
+
+
+def _digest(arguments: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(arguments, sort_keys=True, ensure_ascii=False).encode()).hexdigest()

@@ -1,0 +1,100 @@
+"""Confirmation of tools with side effects through MCP elicitation, in both eras and transports."""
+
+import sys
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import ElicitResult
+
+from colabhive_mcp.protocol import Server
+from colabhive_mcp.sandbox import DEMO_KEY
+from colabhive_mcp.tenant import Tenant
+
+from .http_server import HttpServer
+from .test_protocol import Client as CoreClient
+from .test_stdio import server_env
+
+CONTACT = {"name": "Ada", "email": "ada@example.com"}
+
+
+async def call_with_answer(target, mode, answer):
+    asked = []
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        if answer == "accept":
+            return ElicitResult(action="accept", content={"confirm": True})
+        return ElicitResult(action=answer)
+
+    async with Client(target, mode=mode, elicitation_callback=on_elicit, read_timeout_seconds=60) as client:
+        result = await client.call_tool("crm-create-contact", CONTACT)
+        readonly = await client.call_tool("echo", {"text": "no question asked"})
+    return asked, result, readonly
+
+
+def check(asked, result, readonly, answer, journal):
+    assert len(asked) == 1 and "crm-create-contact" in asked[0] and "writes" in asked[0]
+    assert readonly.content[0].text == "no question asked"
+    invoked = [e["slug"] for e in journal("invoke")]
+    if answer == "accept":
+        assert not result.is_error and "ada@example.com" in result.content[0].text
+        assert invoked == ["crm-create-contact", "echo"]
+    else:
+        assert result.is_error and "did not allow" in result.content[0].text
+        assert invoked == ["echo"]  # the mutation never reached the gateway
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("answer", ["accept", "decline"])
+def test_stdio_asks_before_a_mutation(sandbox, journal, mode, answer):
+    target = StdioServerParameters(command=sys.executable, args=[
+        "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url, "--confirm-side-effects", "require"],
+        env=server_env(COLABHIVE_API_KEY=DEMO_KEY))
+    check(*anyio.run(call_with_answer, target, mode, answer), answer, journal)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_http_asks_before_a_mutation(gateway_sandbox, sandbox, journal, mode):
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "1", "--confirm-side-effects", "require")
+    try:
+        target = streamable_http_client(server.url, http_client=httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {DEMO_KEY}"}, timeout=60))
+        check(*anyio.run(call_with_answer, target, mode, "accept"), "accept", journal)
+    finally:
+        server.stop()
+
+
+def test_without_elicitation_require_refuses_and_ask_runs(config, journal):
+    strict = CoreClient(Server(config.replace(confirm_side_effects="require")), Tenant(config, config.api_key))
+    strict.initialize()
+    refused = strict.call("crm-create-contact", CONTACT)["result"]
+    assert refused["isError"] and "confirmation" in refused["content"][0]["text"]
+    modern = strict.call("crm-create-contact", CONTACT, modern=True)
+    assert modern["error"]["code"] == -32021 and modern["error"]["data"] == {"requiredCapabilities": {"elicitation": {}}}
+    assert journal("invoke") == []
+    lenient = CoreClient(Server(config.replace(confirm_side_effects="ask")), Tenant(config, config.api_key))
+    lenient.initialize()
+    assert not lenient.call("crm-create-contact", CONTACT)["result"].get("isError")
+
+
+def test_a_request_state_is_bound_to_the_exact_arguments(config, journal):
+    client = CoreClient(Server(config.replace(confirm_side_effects="require")), Tenant(config, config.api_key))
+    caps = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    first = client.modern("tools/call", {"name": "crm-create-contact", "arguments": CONTACT}, **caps)["result"]
+    assert first["resultType"] == "input_required" and "confirm" in first["inputRequests"]
+    yes = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+    other = {"name": "Mallory", "email": "m@example.com"}
+    replayed = client.modern("tools/call", {"name": "crm-create-contact", "arguments": other, "inputResponses": yes,
+                                            "requestState": first["requestState"]}, **caps)["result"]
+    assert replayed["resultType"] == "input_required"  # asked again: the state was for other arguments
+    forged = client.modern("tools/call", {"name": "crm-create-contact", "arguments": CONTACT, "inputResponses": yes,
+                                          "requestState": first["requestState"][:-3] + "abc"}, **caps)["result"]
+    assert forged["resultType"] == "input_required"
+    assert journal("invoke") == []
+    done = client.modern("tools/call", {"name": "crm-create-contact", "arguments": CONTACT, "inputResponses": yes,
+                                        "requestState": first["requestState"]}, **caps)["result"]
+    assert done["resultType"] == "complete" and not done.get("isError")
+    assert [e["slug"] for e in journal("invoke")] == ["crm-create-contact"]
