@@ -216,6 +216,9 @@ class Config:
     sse_poll_after: float = _setting(
         0.0, _number(float, 0, 86400), "HTTP: hand a resumable SSE answer over to a GET reconnection after this "
         "many seconds (0: never)", env="COLABHIVE_SSE_POLL_AFTER")
+    shutdown_grace: float = _setting(
+        45.0, _number(float, 0, 3600), "HTTP: on SIGTERM, seconds calls in flight may still finish before they are "
+        "cancelled upstream and answered with an error", env="COLABHIVE_SHUTDOWN_GRACE")
     sse_keepalive: float = _setting(
         15.0, _number(float, 0.1, 3600), "HTTP: seconds between SSE keep-alive comments", env="COLABHIVE_SSE_KEEPALIVE")
     log_level: str = _setting(

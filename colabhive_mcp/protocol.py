@@ -110,6 +110,7 @@ class Server:
         self.task_ids = tasks.TaskIds(secret)
         self.request_states = confirm.RequestStates(secret)
         self._pending: dict[tuple[str, str], _Waiter] = {}
+        self.draining = False
         self._inflight: dict[tuple[str, Any], threading.Event] = {}
         self._early_cancels: OrderedDict[tuple[str, Any], None] = OrderedDict()
         self._lock = threading.Lock()
@@ -144,7 +145,7 @@ class Server:
             response = jsonrpc.error(message["id"], JsonRpcError(INTERNAL_ERROR, "Internal error"))
         finally:
             self._untrack(key)
-        return None if cancelled.is_set() else response
+        return None if cancelled.is_set() and not self.draining else response
 
     def handle_batch(self, messages: list[Any], session: Session, **context: Any) -> list[dict[str, Any]] | dict[str, Any] | None:
         """A JSON-RPC batch: only a 2025-03-26 session may send one."""
@@ -202,6 +203,11 @@ class Server:
             events = [event for (owner, _id), event in self._inflight.items() if owner == session.id]
         for event in events:
             event.set()
+
+    def drain(self) -> None:
+        """Shutting down: cancel everything in flight, but answer each tool call (with an error)."""
+        self.draining = True
+        self.cancel_all()
 
     def cancel_all(self) -> None:
         """Cancel every in-flight request (process shutdown)."""
@@ -348,6 +354,9 @@ class Server:
                                               on_update=_reporter(request), gate=self._gate(request))
         except UnknownTool:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
+        if result is None and self.draining:
+            return content.error_result(f"The ColabHive MCP server is restarting: {name!r} was stopped and "
+                                        "cancelled on ColabHive before it finished. Please try again.")
         return result if result is not None else {"content": []}
 
     def _gate(self, request: Request) -> Callable[[Tool, dict[str, Any]], dict[str, Any] | None] | None:

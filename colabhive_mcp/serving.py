@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
+import threading
 from typing import Any
 
 from .config import Config, environment
@@ -26,7 +28,10 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         # gthread workers heartbeat from their main loop, so a long SSE call is never "silent":
         # this only kills a worker whose whole process hangs.
         "timeout": 60,
-        "graceful_timeout": 60,  # SIGTERM: calls in flight get this long to finish
+        # SIGTERM: calls in flight may finish for shutdown_grace seconds, then they are cancelled
+        # upstream and answered; gunicorn waits a little longer for those answers to go out.
+        "graceful_timeout": int(config.shutdown_grace) + 15,
+        "post_worker_init": drain_on_sigterm,
         "keepalive": 75,  # behind nginx's keepalive_timeout
         "accesslog": None,  # never log URLs or users' traffic; events are logged by the app
         "errorlog": "-",
@@ -34,6 +39,20 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "proc_name": "colabhive-mcp",
         "forwarded_allow_ips": "127.0.0.1,::1",
     }
+
+
+def drain_on_sigterm(worker: Any) -> None:
+    """gunicorn hook: after SIGTERM, give calls ``shutdown_grace`` seconds, then drain the app."""
+    stop = worker.handle_exit
+
+    def handle_exit(signum: int, frame: Any) -> None:
+        stop(signum, frame)
+        app = worker.wsgi
+        timer = threading.Timer(app.config.shutdown_grace, app.drain)
+        timer.daemon = True
+        timer.start()
+
+    signal.signal(signal.SIGTERM, handle_exit)
 
 
 def share_session_secret(config: Config) -> Config:

@@ -491,3 +491,29 @@ def test_tasks_are_served_by_any_process_and_bound_to_the_key(hosted, gateway_sa
         assert done["status"] == "completed" and "report ready" in done["result"]["content"][0]["text"]
     finally:
         other.stop()
+
+
+def test_sigterm_lets_short_calls_finish_and_cancels_long_ones_with_an_answer(gateway_sandbox, sandbox, journal):
+    import signal as signals
+
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "1", "--shutdown-grace", "4")
+    answers = {}
+
+    def call(name, seconds):
+        answers[name] = modern(server.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": seconds}})
+
+    threads = [threading.Thread(target=call, args=("short", 2)), threading.Thread(target=call, args=("long", 60))]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while len(journal("invoke")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server.process.send_signal(signals.SIGTERM)
+    for thread in threads:
+        thread.join(30)
+    log = server.stop()
+    assert "report ready" in answers["short"].json()["result"]["content"][0]["text"]
+    long = answers["long"].json()["result"]
+    assert long["isError"] and "restarting" in long["content"][0]["text"]
+    assert len(journal("cancel")) == 1 and "http.draining" in log
+    assert server.process.returncode == 0

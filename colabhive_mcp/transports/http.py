@@ -87,6 +87,11 @@ class McpApp:
         self._sse_sessions: dict[str, _LegacySseSession] = {}
         self._lock = threading.Lock()
 
+    def drain(self) -> None:
+        """Shutting down: stop every call in flight (upstream too) and answer it with an error."""
+        log.info("http.draining")
+        self.core.drain()
+
     # -- WSGI ---------------------------------------------------------------------------------
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
