@@ -28,7 +28,7 @@ async def session_walkthrough(mode):
         assert all(t.description for t in tools)
         fast = await client.call_tool("hive-chat", {"prompt": "hello from the SDK"})
         assert not fast.is_error and "hello from the SDK" in fast.content[0].text
-        slow = await client.call_tool("batch-report", {"seconds": 4}, progress_callback=on_progress)
+        slow = await client.call_tool("batch-report", {"seconds": 5}, progress_callback=on_progress)
         assert not slow.is_error and "report ready" in slow.content[0].text
         failing = await client.call_tool("flaky-translate", {"text": "bonjour"})
         assert failing.is_error and "upstream model crashed" in failing.content[0].text
