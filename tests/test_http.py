@@ -14,7 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import SECRET, HttpServer
+from .http_server import HttpServer
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 MODERN = "2026-07-28"

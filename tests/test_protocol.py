@@ -5,7 +5,6 @@ import time
 
 import pytest
 
-from colabhive_mcp.config import Config
 from colabhive_mcp.protocol import LEGACY_VERSIONS, Server, Session
 from colabhive_mcp.sandbox import DEMO_KEY_B
 from colabhive_mcp.tenant import Tenant

@@ -63,11 +63,6 @@ class HttpError(Exception):
         return Response(jsonrpc.encode(body), self.status, headers=self.headers, mimetype=JSON)
 
 
-@dataclass
-class _Done:
-    answer: Any
-
-
 class McpApp:
     """The WSGI application."""
 
