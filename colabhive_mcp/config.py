@@ -20,6 +20,7 @@ DEFAULT_API_URL = "https://api.colabhive.com"
 API_PREFIX = "/api/builder/v1"
 CONFIG_ENV = "COLABHIVE_MCP_CONFIG"
 STABILITIES = ("experimental", "beta", "stable")
+PROFILE_NAMES = ("claude-code", "claude-desktop", "cursor", "vscode", "gemini", "n8n", "inspector", "unknown")
 
 
 class ConfigError(ValueError):
@@ -115,9 +116,10 @@ def _secret(value: Any) -> str:
 
 
 def _setting(default: Any, parse: Callable[[Any], Any], help: str, *, env: str | None = None,
-             secret: bool = False, metavar: str | None = None) -> Any:
+             secret: bool = False, metavar: str | None = None, example: Any = None) -> Any:
+    """A setting; ``example`` is shown in the example config file when there is no default."""
     return field(default=default, metadata={
-        "parse": parse, "help": help, "env": env, "secret": secret, "metavar": metavar})
+        "parse": parse, "help": help, "env": env, "secret": secret, "metavar": metavar, "example": example})
 
 
 @dataclass(frozen=True)
@@ -177,9 +179,21 @@ class Config:
     progress_heartbeat: float = _setting(
         10.0, _number(float, 0.1, 3600), "seconds between progress notifications while nothing changes",
         env="COLABHIVE_PROGRESS_HEARTBEAT")
+    client_profile: str = _setting(
+        "auto", _choice("auto", *PROFILE_NAMES), "client profile: auto (from clientInfo.name) or one of "
+        + ", ".join(PROFILE_NAMES), env="COLABHIVE_CLIENT_PROFILE", metavar="NAME")
     tool_name_max: int = _setting(
-        48, _number(int, 16, 128), "longest tool name (hosts prefix a server name; 64 is a common total cap)",
+        0, _number(int, 0, 128), "longest tool name (0: the client profile's; hosts prefix the server name)",
         env="COLABHIVE_TOOL_NAME_MAX")
+    max_tools: int | None = _setting(
+        None, _number(int, 0, 100000), "most tools listed, the rest found with colabhive__search_tools "
+        "(0: all; default: the client profile's)", env="COLABHIVE_MAX_TOOLS", example=40)
+    max_image_bytes: int | None = _setting(
+        None, _number(int, 0, 1 << 30), "largest image inlined in a result (default: the client profile's)",
+        env="COLABHIVE_MAX_IMAGE_BYTES", example=1048576)
+    max_text_chars: int | None = _setting(
+        None, _number(int, 100, 1 << 30), "longest text in a result before it is cut (default: the profile's)",
+        env="COLABHIVE_MAX_TEXT_CHARS", example=100000)
     tools_page_size: int = _setting(
         500, _number(int, 1, 100000), "tools per tools/list page", env="COLABHIVE_TOOLS_PAGE_SIZE")
     max_message_bytes: int = _setting(

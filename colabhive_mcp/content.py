@@ -56,13 +56,21 @@ def success_result(value: Any, output_schema: dict[str, Any] | None, tool_name: 
         return _native(value)
     blocks = _blocks(value)
     result: dict[str, Any] = {"content": blocks}
-    if output_schema is not None and isinstance(value, dict):
+    if output_schema is None:
+        return result
+    if not isinstance(value, dict) or any(key.endswith("_b64") for key in value):
+        problem = "it is not a JSON object" if not isinstance(value, dict) else "it carries binary data"
+    else:
         try:
             jsonschema.validate(value, output_schema)
-            result["structuredContent"] = value
+            result["structuredContent"] = value  # with its JSON text above, for clients that read text only
+            return result
         except (jsonschema.ValidationError, jsonschema.SchemaError) as exc:
-            log.bind(tool=tool_name, error=exc.message).warning("result.output_schema_mismatch")
-    return result
+            problem = exc.message
+    # A tool with an outputSchema must return matching structured content; clients reject less.
+    log.bind(tool=tool_name, error=problem).warning("result.output_schema_mismatch")
+    notice = text(f"(The action's result does not match the output schema {tool_name!r} declares: {problem}.)")
+    return {"content": blocks + [notice], "isError": True}
 
 
 def _blocks(value: Any) -> list[dict[str, Any]]:
@@ -122,6 +130,22 @@ def _native(value: dict[str, Any]) -> dict[str, Any]:
     if value.get("isError") is True:
         result["isError"] = True
     return result
+
+
+def fit(result: dict[str, Any], max_text_chars: int, max_image_bytes: int) -> dict[str, Any]:
+    """Keep a result within a client's budget: long text is cut with a visible notice, and an
+    image too large to inline is replaced by a short description."""
+    blocks = []
+    for block in result.get("content", []):
+        if block.get("type") == "text" and len(block.get("text", "")) > max_text_chars:
+            full = block["text"]
+            block = text(full[:max_text_chars] + f"\n\n[… truncated: {max_text_chars} of {len(full)} characters shown]")
+        elif block.get("type") == "image" and len(block.get("data", "")) * 3 // 4 > max_image_bytes:
+            size = len(block["data"]) * 3 // 4
+            block = text(f"[{block.get('mimeType', 'image')} of about {size} bytes not shown: this client takes "
+                         f"images up to {max_image_bytes} bytes]")
+        blocks.append(block)
+    return {**result, "content": blocks}
 
 
 def failure_message(error: Any) -> str:

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import __version__, confirm, content, jsonrpc, tasks
+from . import __version__, confirm, content, jsonrpc, profiles, tasks
 from .config import Config
 from .invocation import ProgressTracker, status_message
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
@@ -27,6 +27,7 @@ from .logs import log
 from .manifest import ManifestError
 from .gateway import GatewayError, is_terminal
 from .tenant import Tenant, UnknownTool, gateway_failure
+from .profiles import UNKNOWN, Profile
 from .tools import Tool
 
 LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
@@ -89,6 +90,7 @@ class Request:
     log_level: str | None = None
     session: Session | None = None
     capabilities: dict[str, Any] = field(default_factory=dict)
+    profile: Profile = UNKNOWN
 
     def send(self, method: str, params: dict[str, Any]) -> None:
         """Emit a notification for this request, unless it has been cancelled."""
@@ -259,7 +261,8 @@ class Server:
             raise JsonRpcError(INVALID_PARAMS, "Session not initialized: send initialize first "
                                                "(or use protocol 2026-07-28 with per-request _meta)")
         request = Request(message["id"], method, params, session.version, False, tenant, notify, cancelled,
-                          session.log_level, session, session.capabilities)
+                          session.log_level, session, session.capabilities,
+                          profiles.for_client(session.client_info, self.config))
         return handler(self, request)
 
     def _modern_request(self, id_: Any, method: str, params: dict[str, Any], meta: dict[str, Any],
@@ -280,7 +283,8 @@ class Server:
         if level is not None and level not in LOG_LEVELS:
             raise JsonRpcError(INVALID_PARAMS, f"Invalid log level: {level!r}")
         return Request(id_, method, params, version, True, tenant, notify, cancelled, level,
-                       capabilities=meta[META_CAPABILITIES])
+                       capabilities=meta[META_CAPABILITIES],
+                       profile=profiles.for_client(meta.get(META_CLIENT_INFO), self.config))
 
     def _server_info(self, version: str) -> dict[str, Any]:
         keys = SERVER_INFO_FIELDS.get(version, tuple(self.info))
@@ -299,6 +303,7 @@ class Server:
         session.initialized = False
         log.bind(session=session.id, protocol_version=version, requested_version=requested,
                  client=session.client_info.get("name"), client_version=session.client_info.get("version"),
+                 profile=profiles.for_client(session.client_info, self.config).name,
                  era="legacy").info("mcp.session.started")
         capabilities: dict[str, Any] = {"tools": {"listChanged": False}, "logging": {}}
         if version == TASKS_VERSION:
@@ -323,7 +328,7 @@ class Server:
 
     def _tools_list(self, request: Request) -> dict[str, Any]:
         try:
-            catalog = request.tenant.catalog()
+            catalog = request.tenant.catalog(request.profile)
         except ManifestError as exc:
             raise JsonRpcError(INTERNAL_ERROR, f"Cannot load the ColabHive tool list: {exc}") from None
         listing = catalog.listing(request.version)
@@ -351,7 +356,8 @@ class Server:
                 if task is not None:
                     return task
             result = request.tenant.call_tool(name, arguments, version=request.version, cancelled=request.cancelled,
-                                              on_update=_reporter(request), gate=self._gate(request))
+                                              on_update=_reporter(request), gate=self._gate(request),
+                                              profile=request.profile)
         except UnknownTool:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
         if result is None and self.draining:
@@ -403,7 +409,7 @@ class Server:
 
     def _start_task(self, request: Request, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
         """The task for a long-running tool; ``None`` when the call should simply run (2026)."""
-        prepared = request.tenant.prepare(name, arguments)
+        prepared = request.tenant.prepare(name, arguments, request.profile)
         if isinstance(prepared, dict):
             return prepared
         _, tool = prepared

@@ -43,7 +43,8 @@ class TaskRef:
 
     task_id: str
     invocation_id: str
-    tool: str
+    tool: str  # the MCP name the client called
+    slug: str
     created: str
 
 
@@ -51,23 +52,24 @@ class TaskIds:
     def __init__(self, secret: str | bytes) -> None:
         self._signer = Signer(secret, "t1.", TTL_MS / 1000)
 
-    def issue(self, tenant: Tenant, invocation_id: str, tool: str) -> TaskRef:
+    def issue(self, tenant: Tenant, invocation_id: str, tool: Tool) -> TaskRef:
         created = _now()
-        task_id = self._signer.dumps({"i": invocation_id, "n": tool, "k": tenant.binding, "c": created})
-        return TaskRef(task_id, invocation_id, tool, created)
+        task_id = self._signer.dumps({"i": invocation_id, "n": tool.name, "s": tool.slug, "k": tenant.binding,
+                                      "c": created})
+        return TaskRef(task_id, invocation_id, tool.name, tool.slug, created)
 
     def find(self, tenant: Tenant, task_id: Any) -> TaskRef:
         """The task behind ``task_id`` if it belongs to this tenant's key, else ``-32602``."""
         payload = self._signer.loads(task_id)
         if payload is None or payload.get("k") != tenant.binding:
             raise JsonRpcError(INVALID_PARAMS, "Failed to retrieve task: Task not found")
-        return TaskRef(task_id, payload["i"], payload["n"], payload["c"])
+        return TaskRef(task_id, payload["i"], payload["n"], payload["s"], payload["c"])
 
 
 def start(ids: TaskIds, tenant: Tenant, tool: Tool, arguments: dict[str, Any]) -> tuple[TaskRef, dict[str, Any]]:
     """Invoke without waiting; the task stands for the invocation."""
     invocation = tenant.gateway.invoke(tool.slug, arguments, sync=False, idempotency_key=str(uuid.uuid4()))
-    return ids.issue(tenant, invocation["invocation_id"], tool.name), invocation
+    return ids.issue(tenant, invocation["invocation_id"], tool), invocation
 
 
 def task_fields(ref: TaskRef, invocation: dict[str, Any], status: str | None = None) -> dict[str, Any]:
@@ -98,7 +100,7 @@ def fetch(tenant: Tenant, ref: TaskRef) -> dict[str, Any]:
 
 def outcome(tenant: Tenant, ref: TaskRef, invocation: dict[str, Any], version: str) -> dict[str, Any]:
     """The ``CallToolResult`` of a terminal invocation, as the tool would have answered."""
-    tool = tenant.catalog().by_name.get(ref.tool)
+    tool = tenant.catalog().by_slug.get(ref.slug)
     schema = tool.definition.get("outputSchema") if tool else None
     return content.tool_result(invocation, ref.tool, version, schema)
 

@@ -13,11 +13,12 @@ from typing import Any, Callable
 from . import content
 from .config import Config
 from .gateway import Gateway, GatewayError
-from .builtins import DEFAULT_WAIT_S, ENTRIES as BUILTINS, follow_up_hint
+from .builtins import DEFAULT_MATCHES, DEFAULT_WAIT_S, ENTRIES as BUILTINS, SEARCH_TOOLS, follow_up_hint, search
 from .invocation import Backoff, follow, run
 from .logs import key_id, log
 from .manifest import ManifestCache, ManifestError, load_snapshot
 from .policy import Policy
+from .profiles import UNKNOWN, Profile
 from .signing import key_binding
 from .tools import Catalog, Tool
 
@@ -40,18 +41,19 @@ class Tenant:
                                       snapshot=snapshot)
         self.policy = Policy.from_config(config)
         self.backoff = Backoff(initial=config.poll_initial, maximum=config.poll_max_interval)
-        self._catalog: Catalog | None = None
+        self._catalogs: dict[str, Catalog] = {}  # per client profile, for the current manifest
 
     def close(self) -> None:
         self.gateway.close()
 
-    def catalog(self) -> Catalog:
-        """The tools of the current manifest (rebuilt only when the manifest changed)."""
+    def catalog(self, profile: Profile = UNKNOWN) -> Catalog:
+        """The tools of the current manifest for this client profile (built once per manifest)."""
         manifest = self.manifest.get()
-        catalog = self._catalog
-        if catalog is None or catalog.manifest is not manifest:
-            catalog = Catalog(manifest, self.policy, self.config.tool_name_max, BUILTINS)
-            self._catalog = catalog
+        catalog = self._catalogs.get(profile.name)
+        if catalog is None or catalog.manifest is not manifest or catalog.profile != profile:
+            catalog = Catalog(manifest, self.policy, profile, BUILTINS)
+            self._catalogs = {**{k: c for k, c in self._catalogs.items() if c.manifest is manifest},
+                              profile.name: catalog}
         return catalog
 
     def max_wait(self, entry: dict[str, Any]) -> float:
@@ -59,13 +61,15 @@ class Tenant:
         waits = dict(self.config.poll_max_wait_by)
         return waits.get(entry.get("kind"), waits.get(entry.get("latencyClass"), self.config.poll_max_wait))
 
-    def prepare(self, name: str, arguments: dict[str, Any]) -> tuple[Catalog, Tool] | dict[str, Any]:
+    def prepare(self, name: str, arguments: dict[str, Any],
+                profile: Profile = UNKNOWN) -> tuple[Catalog, Tool] | dict[str, Any]:
         """The tool to run, or the ``isError`` result that refuses the call without the gateway.
 
-        Raises :class:`UnknownTool`.
+        Keys the client's host is known to inject (e.g. n8n's ``toolCallId``) are dropped from
+        ``arguments`` when the tool's schema does not ask for them. Raises :class:`UnknownTool`.
         """
         try:
-            catalog = self.catalog()
+            catalog = self.catalog(profile)
         except ManifestError as exc:
             return content.error_result(f"The ColabHive tool list is unavailable: {exc}")
         tool = catalog.by_name.get(name)
@@ -73,25 +77,33 @@ class Tenant:
             raise UnknownTool(name)
         if tool.refusal is not None:
             return content.error_result(f"Tool {name!r} is not available on this server: {tool.refusal}.")
+        declared = (tool.entry.get("inputSchema") or {}).get("properties") or {}
+        for key in profile.drop_arguments:
+            if key in arguments and key not in declared:
+                del arguments[key]
         problem = tool.argument_errors(arguments)
         return content.error_result(problem) if problem is not None else (catalog, tool)
 
     def call_tool(self, name: str, arguments: dict[str, Any], *, version: str, cancelled: threading.Event,
                   on_update: Callable[[dict[str, Any]], None] | None = None,
-                  gate: Callable[[Tool, dict[str, Any]], dict[str, Any] | None] | None = None) -> dict[str, Any] | None:
+                  gate: Callable[[Tool, dict[str, Any]], dict[str, Any] | None] | None = None,
+                  profile: Profile = UNKNOWN) -> dict[str, Any] | None:
         """Run one tool to the end and return its ``CallToolResult`` (``None`` once cancelled).
 
         ``gate`` may stop the call before the gateway hears of it by returning the answer to give
         instead (e.g. the user declined). Raises :class:`UnknownTool`; every other failure is an
         ``isError`` result.
         """
-        prepared = self.prepare(name, arguments)
+        prepared = self.prepare(name, arguments, profile)
         if isinstance(prepared, dict):
             return prepared
         catalog, tool = prepared
         stop = gate(tool, arguments) if gate is not None else None
         if stop is not None:
             return stop
+        if tool.name == SEARCH_TOOLS:
+            found = search(catalog.exposed, arguments["query"], arguments.get("limit", DEFAULT_MATCHES))
+            return {"content": [content.text(found)]}
         started = time.perf_counter()
         fields: dict[str, Any] = {"tool": name, "slug": tool.slug, "tenant": self.key_id}
         follow_options = {"cancelled": cancelled, "on_update": on_update, "backoff": self.backoff,
@@ -125,7 +137,7 @@ class Tenant:
                 result = None
         fields["latency_ms"] = round((time.perf_counter() - started) * 1000, 1)
         log.bind(**fields).info("mcp.tool.invoked")
-        return result
+        return content.fit(result, profile.max_text_chars, profile.max_image_bytes) if result else result
 
 
 def gateway_failure(tool: str, exc: GatewayError) -> str:

@@ -17,11 +17,14 @@ from jsonschema.exceptions import SchemaError
 
 from .manifest import Manifest
 from .policy import Policy, side_effects
+from .profiles import Profile
+from .schemas import portable
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]+")
 META_PREFIX = "com.colabhive/"
 RESERVED_PREFIX = "colabhive__"  # built-in tools; a slug starting with it never keeps its name
+LISTED_WHEN_CAPPED = "x-colabhive-listed-when-capped"  # a built-in shown only when the list is capped
 LONG_RUNNING = frozenset({"slow", "batch"})  # latency classes that may run as tasks
 LATENCY_NOTES = {
     "slow": "Slow: the first call may take minutes while the model loads; progress is reported meanwhile.",
@@ -71,7 +74,9 @@ class Tool:
 
     @cached_property
     def _validator(self) -> Any:
-        schema = self.definition["inputSchema"]
+        """Arguments are judged by the gateway's own schema, not the portable copy clients see."""
+        original = self.entry.get("inputSchema")
+        schema = original if isinstance(original, dict) and original else self.definition["inputSchema"]
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         try:
             cls.check_schema(schema)
@@ -96,13 +101,13 @@ def _where(error: jsonschema.ValidationError) -> str:
     return "at " + "/".join(str(p) for p in error.absolute_path) if error.absolute_path else "at the top level"
 
 
-def build_definition(entry: dict[str, Any], name: str) -> dict[str, Any]:
+def build_definition(entry: dict[str, Any], name: str, strict: bool = False) -> dict[str, Any]:
     """The full (newest-revision) MCP tool definition of one manifest entry."""
     definition: dict[str, Any] = {"name": name}
     if isinstance(entry.get("displayName"), str):
         definition["title"] = entry["displayName"]
     definition["description"] = describe(entry)
-    definition["inputSchema"] = input_schema(entry.get("inputSchema"))
+    definition["inputSchema"] = portable(entry.get("inputSchema"), strict)
     output = entry.get("outputSchema")
     if isinstance(output, dict) and output.get("type") == "object":
         definition["outputSchema"] = output
@@ -132,15 +137,6 @@ def describe(entry: dict[str, Any]) -> str:
     return text.strip() + ("\n\n" + " ".join(notes) if notes else "")
 
 
-def input_schema(schema: Any) -> dict[str, Any]:
-    """The entry's input schema with an object root (what every MCP client requires)."""
-    if not isinstance(schema, dict) or not schema:
-        return {"type": "object", "properties": {}}
-    if "type" not in schema:
-        return {"type": "object", **schema}
-    return schema
-
-
 def annotations(entry: dict[str, Any]) -> dict[str, Any]:
     """The gateway's own annotations, else hints derived from ``sideEffects`` (conservative when unknown)."""
     given = entry.get("annotations")
@@ -164,32 +160,45 @@ class Catalog:
 
     manifest: Manifest
     policy: Policy
-    name_limit: int
+    profile: Profile
     builtins: tuple[dict[str, Any], ...] = ()
     by_name: dict[str, Tool] = field(init=False)
     by_slug: dict[str, Tool] = field(init=False)
     exposed: list[Tool] = field(init=False)
+    shown: list[Tool] = field(init=False)
     _listings: dict[str, list[dict[str, Any]]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.by_name = {}
         for entry in self.manifest.entries:
-            name = tool_name(entry["name"], self.name_limit)
+            name = tool_name(entry["name"], self.profile.name_max)
             if name in self.by_name:
                 continue  # a duplicate slug: the first entry wins
-            self.by_name[name] = Tool(name, entry, build_definition(entry, name), self.policy.refusal(entry))
+            self.by_name[name] = Tool(name, entry, build_definition(entry, name, self.profile.strict_schemas),
+                                      self.policy.refusal(entry))
         self.by_slug = {t.slug: t for t in self.by_name.values()}
         for entry in self.builtins:
             name = entry["name"]
-            self.by_name[name] = Tool(name, entry, build_definition(entry, name),
+            self.by_name[name] = Tool(name, entry, build_definition(entry, name, self.profile.strict_schemas),
                                       self.policy.refusal(entry, builtin=True), builtin=True)
         self.exposed = sorted((t for t in self.by_name.values() if t.refusal is None), key=lambda t: t.name)
+        self.shown = self._shown()
+
+    def _shown(self) -> list[Tool]:
+        """What ``tools/list`` shows: everything, or — past the profile's cap — the built-ins
+        (search included) and the first tools by name; the others stay callable."""
+        cap = self.profile.max_tools
+        if not cap or len(self.exposed) <= cap:
+            return [t for t in self.exposed if not t.entry.get(LISTED_WHEN_CAPPED)]
+        builtins = [t for t in self.exposed if t.builtin]
+        actions = [t for t in self.exposed if not t.builtin][:max(0, cap - len(builtins))]
+        return sorted(builtins + actions, key=lambda t: t.name)
 
     def listing(self, version: str) -> list[dict[str, Any]]:
         """The exposed tool definitions as ``version`` spells them (built once per version)."""
         listing = self._listings.get(version)
         if listing is None:
             fields = TOOL_FIELDS[version]
-            listing = [{k: t.definition[k] for k in fields if k in t.definition} for t in self.exposed]
+            listing = [{k: t.definition[k] for k in fields if k in t.definition} for t in self.shown]
             self._listings[version] = listing  # a racing thread builds the same list: harmless
         return listing

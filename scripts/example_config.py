@@ -12,7 +12,7 @@ HEADER = """\
 
 
 def toml_value(field) -> str:
-    default = field.default
+    default = field.default if field.default is not None else field.metadata["example"]
     if isinstance(default, tuple):
         return "[" + ", ".join(f'"{v}"' for v in default) + "]"
     if isinstance(default, bool) or (default is None and "bool" in str(field.type)):

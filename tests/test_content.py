@@ -61,7 +61,21 @@ def test_other_json_falls_back_to_text_and_structured_content_needs_a_matching_s
     structured = tool_result(done(value), "t", "2025-11-25", schema)
     assert structured["structuredContent"] == value and json.loads(structured["content"][0]["text"]) == value
     mismatch = tool_result(done({"name": "no id"}), "t", "2025-11-25", schema)
-    assert "structuredContent" not in mismatch
+    assert "structuredContent" not in mismatch and mismatch["isError"] is True  # clients reject less
+    assert json.loads(mismatch["content"][0]["text"]) == {"name": "no id"}  # the data is still there
+    binary = tool_result(done({"image_b64": "AAAA", "mime_type": "image/png"}), "t", "2025-11-25", {"type": "object"})
+    assert "structuredContent" not in binary  # base64 is never copied into structured content
+
+
+def test_results_are_fitted_to_the_client_budget():
+    from colabhive_mcp.content import fit
+
+    big = {"content": [{"type": "text", "text": "z" * 500}, {"type": "image", "data": "A" * 4000, "mimeType": "image/png"},
+                       {"type": "image", "data": "A" * 40, "mimeType": "image/png"}]}
+    fitted = fit(big, 100, 1000)
+    assert fitted["content"][0]["text"].startswith("z" * 100) and "100 of 500 characters" in fitted["content"][0]["text"]
+    assert fitted["content"][1]["type"] == "text" and "3000 bytes not shown" in fitted["content"][1]["text"]
+    assert fitted["content"][2]["type"] == "image"
 
 
 @pytest.mark.parametrize("error,expected", [

@@ -4,6 +4,7 @@ import pytest
 
 from colabhive_mcp.manifest import Manifest
 from colabhive_mcp.policy import Policy
+from colabhive_mcp.profiles import Profile
 from colabhive_mcp.tools import Catalog, TOOL_FIELDS, annotations, build_definition, tool_name
 
 SAFE = r"^[A-Za-z0-9_.\-]+$"
@@ -41,10 +42,14 @@ def test_input_schema_always_has_an_object_root():
     assert build_definition(entry("a"), "a")["inputSchema"] == {"type": "object", "properties": {}}
     schema = build_definition(entry("b", inputSchema={"properties": {"x": {"type": "string"}}}), "b")["inputSchema"]
     assert schema["type"] == "object" and "x" in schema["properties"]
-    kept = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
-            "$defs": {"a": {"type": "string"}}, "properties": {"x": {"$ref": "#/$defs/a"}},
-            "additionalProperties": False}
-    assert build_definition(entry("c", inputSchema=kept), "c")["inputSchema"] == kept
+    original = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+                "$defs": {"a": {"type": "string"}}, "properties": {"x": {"$ref": "#/$defs/a"}},
+                "additionalProperties": False}
+    shown = build_definition(entry("c", inputSchema=original), "c")["inputSchema"]
+    assert shown["properties"]["x"] == {"type": "string"} and shown["$defs"] == original["$defs"]
+    assert shown["$schema"] == original["$schema"] and shown["additionalProperties"] is False
+    strict = build_definition(entry("c", inputSchema=original), "c", strict=True)["inputSchema"]
+    assert "$defs" not in strict and "$schema" not in strict and strict["properties"]["x"] == {"type": "string"}
 
 
 @pytest.mark.parametrize("fields,expected", [
@@ -75,7 +80,7 @@ def test_policy_filters(policy, hidden):
                entry("crm-create", kind="operation", sideEffects=["writes"], stability="stable"),
                entry("web", kind="tool", sideEffects=["external_network"], stability="beta"),
                entry("exp", kind="tool", sideEffects=[], stability="experimental"))
-    catalog = Catalog(Manifest(entries, '"e"'), policy, 48)
+    catalog = Catalog(Manifest(entries, '"e"'), policy, Profile("test"))
     assert {t.name for t in catalog.by_name.values() if t.refusal} == hidden
     assert [t.name for t in catalog.exposed] == sorted(set(catalog.by_name) - hidden)
 
@@ -88,7 +93,7 @@ def test_unknown_side_effects_are_hidden_in_read_only_mode():
 def test_listing_is_sorted_and_spelled_for_each_revision():
     entries = (entry("zeta", displayName="Zeta", sideEffects=[], outputSchema={"type": "object"}),
                entry("alpha", sideEffects=[]))
-    catalog = Catalog(Manifest(entries, None), Policy(), 48)
+    catalog = Catalog(Manifest(entries, None), Policy(), Profile("test"))
     for version, fields in TOOL_FIELDS.items():
         listing = catalog.listing(version)
         assert [t["name"] for t in listing] == ["alpha", "zeta"]
@@ -102,7 +107,7 @@ def test_listing_is_sorted_and_spelled_for_each_revision():
 def test_argument_errors_name_the_field():
     schema = {"type": "object", "required": ["email"],
               "properties": {"email": {"type": "string", "format": "email"}, "n": {"type": "integer"}}}
-    catalog = Catalog(Manifest((entry("crm", inputSchema=schema),), None), Policy(), 48)
+    catalog = Catalog(Manifest((entry("crm", inputSchema=schema),), None), Policy(), Profile("test"))
     tool = catalog.by_name["crm"]
     assert tool.argument_errors({"email": "a@b.co"}) is None
     assert "'email' is a required property" in tool.argument_errors({})
@@ -111,7 +116,7 @@ def test_argument_errors_name_the_field():
 
 
 def test_an_invalid_schema_leaves_validation_to_the_gateway():
-    catalog = Catalog(Manifest((entry("odd", inputSchema={"type": "object", "properties": 5}),), None), Policy(), 48)
+    catalog = Catalog(Manifest((entry("odd", inputSchema={"type": "object", "properties": 5}),), None), Policy(), Profile("test"))
     assert catalog.by_name["odd"].argument_errors({"anything": 1}) is None
 
 

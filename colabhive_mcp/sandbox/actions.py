@@ -76,13 +76,11 @@ def custom_action(
 ) -> Action:
     """An action added at run time: answers ``result`` (None: echoes its arguments) after ``seconds``.
 
-    Raises ValueError for an entry without a string ``name`` (one without "/", which no route
-    could address), an invalid ``inputSchema`` or a key that is not a demo key.
+    Raises ValueError for an entry without a string ``name``, an invalid ``inputSchema`` or a key
+    that is not a demo key. Names may hold any character ("/" too): clients send them URL-quoted.
     """
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
         raise ValueError("entry must be an object with a non-empty string 'name'")
-    if "/" in entry["name"]:
-        raise ValueError("an action name cannot contain '/'")
     try:
         Draft202012Validator.check_schema(entry.get("inputSchema", {}))
     except SchemaError as exc:

@@ -16,7 +16,7 @@ ADMIN_RULES = [
     Rule("/_sandbox/reset", endpoint="admin.reset", methods=["POST"]),
     Rule("/_sandbox/faults", endpoint="admin.faults", methods=["GET", "POST", "DELETE"]),
     Rule("/_sandbox/actions", endpoint="admin.add_action", methods=["POST"]),
-    Rule("/_sandbox/actions/<slug>", endpoint="admin.remove_action", methods=["DELETE"]),
+    Rule("/_sandbox/actions/<path:slug>", endpoint="admin.remove_action", methods=["DELETE"]),
 ]
 
 

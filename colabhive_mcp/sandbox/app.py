@@ -34,9 +34,9 @@ _GATEWAY_RULES = [
     Rule(API_PREFIX + path, endpoint=route, methods=[method])
     for path, route, method in (
         ("/mcp/manifest", "manifest", "GET"),
-        ("/mcp/manifest/<slug>", "manifest_entry", "GET"),
-        ("/actions/<slug>:invoke", "invoke", "POST"),
-        ("/internal/mcp/actions/<slug>:invoke", "invoke", "POST"),
+        ("/mcp/manifest/<path:slug>", "manifest_entry", "GET"),  # slugs may contain "/" (sent as %2F)
+        ("/actions/<path:slug>:invoke", "invoke", "POST"),
+        ("/internal/mcp/actions/<path:slug>:invoke", "invoke", "POST"),
         ("/invocations/<inv_id>", "poll", "GET"),
         ("/invocations/<inv_id>:cancel", "cancel", "POST"),
     )

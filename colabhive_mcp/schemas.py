@@ -1,0 +1,78 @@
+"""Input schemas every client accepts, with the meaning of the original.
+
+Some hosts refuse ``$ref``/``$defs`` (Gemini, Cursor, VS Code) or a root that is not a plain
+object. :func:`portable` inlines local references (a recursive one becomes an open schema),
+gives the root ``type: object`` (a root ``anyOf``/``oneOf`` of objects lends its properties),
+and in strict mode drops the keywords such hosts reject. Arguments are still validated against
+the gateway's original schema, so nothing is lost by what a client is shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DEFINITIONS = ("$defs", "definitions")
+STRICT_DROPPED = ("$schema", "$id", "$comment", "$anchor", "$dynamicAnchor") + DEFINITIONS
+MAX_DEPTH = 64
+
+
+def portable(schema: Any, strict: bool = False) -> dict[str, Any]:
+    """The schema with local ``$ref`` inlined and an object root; ``strict`` also drops
+    ``$schema``/``$defs`` and friends, and root ``anyOf``/``oneOf``."""
+    if not isinstance(schema, dict) or not schema:
+        return {"type": "object", "properties": {}}
+    inlined = _inline(schema, schema, (), 0)
+    if not isinstance(inlined, dict):
+        inlined = {}
+    if strict:
+        inlined = {k: v for k, v in inlined.items() if k not in STRICT_DROPPED}
+    return _object_root(inlined, strict)
+
+
+def _inline(node: Any, root: dict[str, Any], seen: tuple[str, ...], depth: int) -> Any:
+    """Replace every local ``$ref`` under ``node``; ``seen`` holds the references being expanded."""
+    if depth > MAX_DEPTH:
+        return {}
+    if isinstance(node, list):
+        return [_inline(item, root, seen, depth + 1) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#"):
+        if ref in seen:
+            return {"description": "(recursive: any value of the enclosing type)"}
+        target = _resolve(root, ref)
+        if target is None:
+            return {k: _inline(v, root, seen, depth + 1) for k, v in node.items() if k != "$ref"}
+        siblings = {k: v for k, v in node.items() if k != "$ref"}
+        merged = {**target, **siblings}
+        return _inline(merged, root, seen + (ref,), depth + 1)
+    return {k: _inline(v, root, seen, depth + 1) for k, v in node.items()}
+
+
+def _resolve(root: dict[str, Any], ref: str) -> dict[str, Any] | None:
+    """The schema a JSON pointer like ``#/$defs/address`` names, if it is there."""
+    node: Any = root
+    for part in ref[1:].lstrip("/").split("/") if ref != "#" else []:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node if isinstance(node, dict) else None
+
+
+def _object_root(schema: dict[str, Any], strict: bool) -> dict[str, Any]:
+    """MCP arguments are an object: say so at the root, lending a root ``anyOf``/``oneOf``'s properties."""
+    if schema.get("type") == "object":
+        return schema
+    if "type" in schema:  # e.g. a bare string schema: no object can satisfy it, so describe an empty one
+        return {"type": "object", "properties": {}}
+    properties: dict[str, Any] = dict(schema.get("properties") or {})
+    for key in ("anyOf", "oneOf"):
+        for branch in schema.get(key) or []:
+            if isinstance(branch, dict):
+                for name, prop in (branch.get("properties") or {}).items():
+                    properties.setdefault(name, prop)
+    result = {k: v for k, v in schema.items() if not (strict and k in ("anyOf", "oneOf"))}
+    result.update(type="object", properties=properties)
+    return result
