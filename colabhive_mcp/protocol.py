@@ -27,6 +27,7 @@ from .logs import log
 from .manifest import ManifestError
 from .gateway import GatewayError, is_terminal
 from .tenant import Tenant, UnknownTool, gateway_failure
+from .policy import Policy
 from .profiles import UNKNOWN, Profile
 from .tools import Tool
 
@@ -91,6 +92,7 @@ class Request:
     session: Session | None = None
     capabilities: dict[str, Any] = field(default_factory=dict)
     profile: Profile = UNKNOWN
+    narrow: Policy | None = None
 
     def send(self, method: str, params: dict[str, Any]) -> None:
         """Emit a notification for this request, unless it has been cancelled."""
@@ -121,8 +123,11 @@ class Server:
 
     def handle(self, message: Any, *, tenant: Tenant, session: Session,
                notify: Callable[[dict[str, Any]], None] = lambda _m: None,
-               cancelled: threading.Event | None = None) -> dict[str, Any] | None:
-        """Serve one decoded message; returns the response, or ``None`` when none is due."""
+               cancelled: threading.Event | None = None, narrow: Policy | None = None) -> dict[str, Any] | None:
+        """Serve one decoded message; returns the response, or ``None`` when none is due.
+
+        ``narrow`` is a per-request policy (hosted mode) that can only hide more tools.
+        """
         try:
             jsonrpc.check_envelope(message)
         except JsonRpcError as exc:
@@ -139,7 +144,8 @@ class Server:
         key = (session.id, message["id"])
         self._track(key, cancelled)
         try:
-            response = jsonrpc.result(message["id"], self._dispatch(message, tenant, session, notify, cancelled))
+            response = jsonrpc.result(message["id"], self._dispatch(message, tenant, session, notify, cancelled,
+                                                                    narrow))
         except JsonRpcError as exc:
             response = jsonrpc.error(message["id"], exc)
         except Exception:
@@ -238,11 +244,13 @@ class Server:
             self.cancel(session, params["requestId"])
 
     def _dispatch(self, message: dict[str, Any], tenant: Tenant, session: Session,
-                  notify: Callable[[dict[str, Any]], None], cancelled: threading.Event) -> dict[str, Any]:
+                  notify: Callable[[dict[str, Any]], None], cancelled: threading.Event,
+                  narrow: Policy | None) -> dict[str, Any]:
         method, params = message["method"], message.get("params") or {}
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
         if method != "initialize" and META_VERSION in meta:
             request = self._modern_request(message["id"], method, params, meta, tenant, notify, cancelled)
+            request.narrow = narrow
             handler = self._modern_methods.get(method)
             if handler is None:
                 raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -262,7 +270,7 @@ class Server:
                                                "(or use protocol 2026-07-28 with per-request _meta)")
         request = Request(message["id"], method, params, session.version, False, tenant, notify, cancelled,
                           session.log_level, session, session.capabilities,
-                          profiles.for_client(session.client_info, self.config))
+                          profiles.for_client(session.client_info, self.config), narrow)
         return handler(self, request)
 
     def _modern_request(self, id_: Any, method: str, params: dict[str, Any], meta: dict[str, Any],
@@ -332,6 +340,9 @@ class Server:
         except ManifestError as exc:
             raise JsonRpcError(INTERNAL_ERROR, f"Cannot load the ColabHive tool list: {exc}") from None
         listing = catalog.listing(request.version)
+        if request.narrow is not None:
+            listing = [t for t in listing if request.narrow.refusal(catalog.by_name[t["name"]].entry,
+                                                                    catalog.by_name[t["name"]].builtin) is None]
         fingerprint = _fingerprint(catalog.manifest.etag, len(listing))
         start = _read_cursor(request.params.get("cursor"), fingerprint)
         end = start + self.config.tools_page_size
@@ -357,7 +368,7 @@ class Server:
                     return task
             result = request.tenant.call_tool(name, arguments, version=request.version, cancelled=request.cancelled,
                                               on_update=_reporter(request), gate=self._gate(request),
-                                              profile=request.profile)
+                                              profile=request.profile, narrow=request.narrow)
         except UnknownTool:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
         if result is None and self.draining:
@@ -409,7 +420,7 @@ class Server:
 
     def _start_task(self, request: Request, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
         """The task for a long-running tool; ``None`` when the call should simply run (2026)."""
-        prepared = request.tenant.prepare(name, arguments, request.profile)
+        prepared = request.tenant.prepare(name, arguments, request.profile, request.narrow)
         if isinstance(prepared, dict):
             return prepared
         _, tool = prepared

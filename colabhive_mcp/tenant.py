@@ -61,8 +61,8 @@ class Tenant:
         waits = dict(self.config.poll_max_wait_by)
         return waits.get(entry.get("kind"), waits.get(entry.get("latencyClass"), self.config.poll_max_wait))
 
-    def prepare(self, name: str, arguments: dict[str, Any],
-                profile: Profile = UNKNOWN) -> tuple[Catalog, Tool] | dict[str, Any]:
+    def prepare(self, name: str, arguments: dict[str, Any], profile: Profile = UNKNOWN,
+                narrow: Policy | None = None) -> tuple[Catalog, Tool] | dict[str, Any]:
         """The tool to run, or the ``isError`` result that refuses the call without the gateway.
 
         Keys the client's host is known to inject (e.g. n8n's ``toolCallId``) are dropped from
@@ -75,8 +75,9 @@ class Tenant:
         tool = catalog.by_name.get(name)
         if tool is None:
             raise UnknownTool(name)
-        if tool.refusal is not None:
-            return content.error_result(f"Tool {name!r} is not available on this server: {tool.refusal}.")
+        refusal = tool.refusal or (narrow.refusal(tool.entry, tool.builtin) if narrow is not None else None)
+        if refusal is not None:
+            return content.error_result(f"Tool {name!r} is not available on this server: {refusal}.")
         declared = (tool.entry.get("inputSchema") or {}).get("properties") or {}
         for key in profile.drop_arguments:
             if key in arguments and key not in declared:
@@ -87,14 +88,14 @@ class Tenant:
     def call_tool(self, name: str, arguments: dict[str, Any], *, version: str, cancelled: threading.Event,
                   on_update: Callable[[dict[str, Any]], None] | None = None,
                   gate: Callable[[Tool, dict[str, Any]], dict[str, Any] | None] | None = None,
-                  profile: Profile = UNKNOWN) -> dict[str, Any] | None:
+                  profile: Profile = UNKNOWN, narrow: Policy | None = None) -> dict[str, Any] | None:
         """Run one tool to the end and return its ``CallToolResult`` (``None`` once cancelled).
 
         ``gate`` may stop the call before the gateway hears of it by returning the answer to give
         instead (e.g. the user declined). Raises :class:`UnknownTool`; every other failure is an
         ``isError`` result.
         """
-        prepared = self.prepare(name, arguments, profile)
+        prepared = self.prepare(name, arguments, profile, narrow)
         if isinstance(prepared, dict):
             return prepared
         catalog, tool = prepared

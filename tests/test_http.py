@@ -517,3 +517,20 @@ def test_sigterm_lets_short_calls_finish_and_cancels_long_ones_with_an_answer(ga
     assert long["isError"] and "restarting" in long["content"][0]["text"]
     assert len(journal("cancel")) == 1 and "http.draining" in log
     assert server.process.returncode == 0
+
+
+def test_a_request_can_narrow_the_tool_set_but_never_widen_it(gateway_sandbox):
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "1", "--deny", "web-*")
+    try:
+        names = lambda response: {t["name"] for t in response.json()["result"]["tools"]}
+        everything = names(modern(server.url, "tools/list"))
+        assert "crm-create-contact" in everything and "web-scrape" not in everything
+        read_only = names(modern(server.url, "tools/list", **{"X-ColabHive-Read-Only": "true"}))
+        assert "crm-create-contact" not in read_only and "echo" in read_only
+        globbed = names(modern(server.url.replace("/mcp", "/mcp?tools=hive-*,web-*"), "tools/list"))
+        assert globbed == {"hive-chat"}  # web-* stays hidden: the server's policy wins
+        refused = modern(server.url, "tools/call", {"name": "crm-create-contact", "arguments": {
+            "name": "Ada", "email": "ada@example.com"}}, **{"X-ColabHive-Read-Only": "1"}).json()["result"]
+        assert refused["isError"] and "read-only" in refused["content"][0]["text"]
+    finally:
+        server.stop()

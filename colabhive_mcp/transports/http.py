@@ -30,6 +30,7 @@ from .. import jsonrpc
 from ..config import Config, ConfigError, load
 from ..jsonrpc import JsonRpcError
 from ..logs import configure, key_id, log
+from ..policy import Policy
 from ..pool import TenantPool
 from ..protocol import LEGACY_VERSIONS, META_VERSION, Server, Session
 from ..sessions import SessionCodec
@@ -193,13 +194,13 @@ class McpApp:
         if "id" not in message:
             return Response(status=202)
         session = Session(id="modern:" + secrets.token_urlsafe(8))
-        return self._answer(message, api_key, session, _socket(request), MODERN_STATUS_BY_CODE,
+        return self._answer(message, api_key, session, request, MODERN_STATUS_BY_CODE,
                             stream=_wants_stream(message, accepts))
 
     def _legacy_post(self, request: Request, message: Any, api_key: str, accepts: set[str]) -> Response:
         if isinstance(message, dict) and message.get("method") == "initialize":
             session = self.sessions.new_session()
-            response = self._answer(message, api_key, session, _socket(request), STATUS_BY_CODE,
+            response = self._answer(message, api_key, session, request, STATUS_BY_CODE,
                                     stream=JSON not in accepts)
             if session.version is not None:
                 response.headers["Mcp-Session-Id"] = self.sessions.issue(session, api_key)
@@ -213,7 +214,7 @@ class McpApp:
         session.log_level = self._log_levels.get(session.id)
         if isinstance(message, list):
             with self._tenant(api_key) as tenant:
-                answer = self.core.handle_batch(message, session=session, tenant=tenant)
+                answer = self.core.handle_batch(message, session=session, tenant=tenant, narrow=_narrowing(request))
             return Response(status=202) if answer is None else _json(answer, 200)
         if not (isinstance(message, dict) and "id" in message and "method" in message):
             with self._tenant(api_key) as tenant:
@@ -222,7 +223,7 @@ class McpApp:
         resumable = self.events is not None and session.version >= "2025-11-25"
         stream = _wants_stream(message, accepts, session.log_level) or (
             SSE in accepts and message.get("method") == "tools/call" and (resumable or self._may_ask(session)))
-        response = self._answer(message, api_key, session, _socket(request), STATUS_BY_CODE, stream=stream,
+        response = self._answer(message, api_key, session, request, STATUS_BY_CODE, stream=stream,
                                 resumable=resumable)
         if message.get("method") == "logging/setLevel" and session.log_level:
             self._log_levels[session.id] = session.log_level
@@ -241,17 +242,19 @@ class McpApp:
             raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown or expired session: initialize again")
         return session
 
-    def _answer(self, message: dict[str, Any], api_key: str, session: Session, request_socket: Any,
+    def _answer(self, message: dict[str, Any], api_key: str, session: Session, http_request: Request,
                 statuses: dict[int, int], *, stream: bool, resumable: bool = False) -> Response:
         """Serve one request as a JSON body, or as an SSE stream when it will send notifications."""
+        narrow = _narrowing(http_request)
         def run(notify: Callable[[dict[str, Any]], None], cancelled: threading.Event) -> Any:
             with self._tenant(api_key) as tenant:
-                return self.core.handle(message, tenant=tenant, session=session, notify=notify, cancelled=cancelled)
+                return self.core.handle(message, tenant=tenant, session=session, notify=notify, cancelled=cancelled,
+                                        narrow=narrow)
 
         if stream:
             return self._stream(run, session if resumable else None)
         if message.get("method") == "tools/call":
-            answer = _watching_the_client(run, request_socket)
+            answer = _watching_the_client(run, _socket(http_request))
         else:
             answer = run(lambda _n: None, threading.Event())
         if answer is None:
@@ -449,6 +452,18 @@ def _accepts(request: Request) -> set[str]:
     if offered & {"*/*", "application/*"}:
         return {JSON, SSE} if "*/*" in offered else {JSON} | (offered & {SSE})
     return offered & {JSON, SSE} | ({SSE} if "text/*" in offered else set())
+
+
+def _narrowing(request: Request) -> Policy | None:
+    """A per-request narrowing of the tool set (``X-ColabHive-Tools: glob,glob``,
+    ``X-ColabHive-Read-Only: true``, or the ``tools``/``read_only`` query parameters): it can hide
+    tools, never show one the server's own policy hides."""
+    tools = request.headers.get("X-ColabHive-Tools") or request.args.get("tools") or ""
+    read_only = (request.headers.get("X-ColabHive-Read-Only") or request.args.get("read_only") or "").lower()
+    globs = tuple(p.strip() for p in tools.split(",") if p.strip())
+    if not globs and read_only not in ("1", "true", "yes", "on"):
+        return None
+    return Policy(allow=globs or ("*",), read_only=read_only in ("1", "true", "yes", "on"))
 
 
 def _is_modern(message: Any) -> bool:
