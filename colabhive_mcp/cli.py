@@ -107,7 +107,7 @@ def run_stdio(args: argparse.Namespace) -> int:
             raise ConfigError("no API key: set COLABHIVE_API_KEY (or pass --sandbox to try the sandbox gateway)")
         tenant = Tenant(config, config.api_key)
         logs.log.bind(gateway=config.api_url, tenant=tenant.key_id).info("stdio.ready")
-        stdio.serve(Server(config), tenant, max_message_bytes=config.max_message_bytes, workers=config.workers)
+        stdio.serve(Server(config, list_changed=True), tenant, max_message_bytes=config.max_message_bytes, workers=config.workers)
     return 0
 
 

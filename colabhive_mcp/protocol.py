@@ -106,8 +106,10 @@ class Request:
 class Server:
     """The MCP method table over tenants; thread-safe, one instance per process."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, list_changed: bool = False) -> None:
+        """``list_changed``: the transport tells sessions when the tool list changes (stdio does)."""
         self.config = config
+        self.list_changed = list_changed
         self.info = {"name": "colabhive-mcp", "title": "ColabHive", "version": __version__,
                      "description": "ColabHive actions as MCP tools", "websiteUrl": "https://colabhive.com"}
         secret = config.session_secret or secrets.token_hex(32)
@@ -313,7 +315,7 @@ class Server:
                  client=session.client_info.get("name"), client_version=session.client_info.get("version"),
                  profile=profiles.for_client(session.client_info, self.config).name,
                  era="legacy").info("mcp.session.started")
-        capabilities: dict[str, Any] = {"tools": {"listChanged": False}, "logging": {}}
+        capabilities: dict[str, Any] = {"tools": {"listChanged": self.list_changed}, "logging": {}}
         if version == TASKS_VERSION:
             capabilities["tasks"] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
         return {"protocolVersion": version, "capabilities": capabilities,

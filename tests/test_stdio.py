@@ -1,5 +1,6 @@
 """The stdio server as a subprocess: a real session, bad input, concurrency, cancellation, shutdown."""
 
+import json
 import os
 import signal
 import subprocess
@@ -160,3 +161,25 @@ def test_the_key_never_reaches_the_logs(sandbox):
     assert result.returncode == 0
     assert b"401" in result.stdout
     assert secret.encode() not in result.stdout + result.stderr
+
+
+def test_a_changed_manifest_is_announced_and_its_new_tool_is_callable(sandbox):
+    peer = StdioPeer([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url, "--manifest-ttl", "1"],
+                     env=server_env(COLABHIVE_API_KEY=DEMO_KEY))
+    try:
+        assert peer.initialize()["result"]["capabilities"]["tools"] == {"listChanged": True}
+        before = {t["name"] for t in peer.request("tools/list")["result"]["tools"]}
+        assert "fresh-tool" not in before
+        time.sleep(1.5)
+        assert not [n for n in peer.notifications if n["method"] == "notifications/tools/list_changed"]
+        sandbox.add_action({"name": "fresh-tool", "description": "new", "sideEffects": [],
+                            "inputSchema": {"type": "object", "properties": {"x": {"type": "integer"}}}})
+        assert wait_until(lambda: [n for n in peer.notifications
+                                   if n["method"] == "notifications/tools/list_changed"], timeout=10)
+        after = {t["name"] for t in peer.request("tools/list")["result"]["tools"]}
+        assert after == before | {"fresh-tool"}
+        answer = peer.request("tools/call", {"name": "fresh-tool", "arguments": {"x": 1}})
+        assert json.loads(answer["result"]["content"][0]["text"]) == {"x": 1}
+    finally:
+        peer.close()
+    assert peer.unparsable == []

@@ -19,11 +19,13 @@ from typing import Any, BinaryIO
 from .. import jsonrpc
 from ..jsonrpc import JsonRpcError
 from ..logs import log
+from ..manifest import ManifestError
 from ..protocol import Server, Session
 from ..tenant import Tenant
 
 INLINE_METHODS = frozenset({"initialize"})  # answered before the next line is read
 READ_CHUNK = 1 << 16
+MIN_WATCH_S = 1.0
 
 
 class Shutdown(Exception):
@@ -41,9 +43,11 @@ class StdioTransport:
         self.session = Session(id="stdio")
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mcp-call")
         self._write_lock = threading.Lock()
+        self._stopped = threading.Event()
 
     def serve(self) -> None:
         """Serve until end of input or SIGTERM."""
+        threading.Thread(target=self._watch_manifest, name="mcp-manifest-watch", daemon=True).start()
         try:
             while True:
                 line = self._read_line()
@@ -56,6 +60,23 @@ class StdioTransport:
             log.info("stdio.shutdown")
             self.server.cancel_all()
             self.pool.shutdown(wait=True, cancel_futures=True)
+        finally:
+            self._stopped.set()
+
+    def _watch_manifest(self) -> None:
+        """Revalidate the manifest as it expires; tell a handshake-era client when its tools change."""
+        seen = None
+        while not self._stopped.wait(max(self.tenant.config.manifest_ttl, MIN_WATCH_S)):
+            if self.session.version is None:
+                continue
+            try:
+                manifest = self.tenant.manifest.get()
+            except ManifestError:
+                continue
+            if seen is not None and manifest is not seen:
+                log.bind(etag=manifest.etag).info("mcp.tools.list_changed")
+                self.write({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            seen = manifest
 
     def write(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
         data = jsonrpc.encode(message) + b"\n"
