@@ -1,0 +1,38 @@
+"""The MCP Inspector's command line against the stdio server on a hostile manifest."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from colabhive_mcp.sandbox import DEMO_KEY
+
+from .test_hostile import HOSTILE, hostile  # noqa: F401 (a fixture)
+from .test_stdio import server_env
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "inspector.sh"
+
+
+def inspector(sandbox, *args, era="legacy"):
+    """Run the Inspector CLI against our stdio server (it passes the server only the -e variables)."""
+    server = [sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url]
+    return subprocess.run(["bash", str(SCRIPT), "--format", "json", "-q", "--protocol-era", era,
+                           "-e", f"COLABHIVE_API_KEY={DEMO_KEY}", *args, *server],
+                          env=server_env(), capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("era", ["legacy", "auto"])
+def test_every_tool_is_portable_and_callable(hostile, era):  # noqa: F811
+    listed = inspector(hostile, "--method", "tools/list", "--strict", era=era)
+    assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
+    tools = {t["_meta"]["com.colabhive/slug"]: t["name"] for t in json.loads(listed.stdout)["result"]["tools"]
+             if "_meta" in t}
+    for slug, _schema, arguments, _result, _output in HOSTILE[:7]:
+        called = inspector(hostile, "--method", "tools/call", "--tool-name", tools[slug],
+                           "--tool-args-json", json.dumps(arguments), era=era)
+        assert called.returncode == 0, (slug, called.stdout[-1000:], called.stderr[-1000:])
+    failing = inspector(hostile, "--method", "tools/call", "--tool-name", "flaky-translate",
+                        "--tool-args-json", '{"text": "x"}', era=era)
+    assert failing.returncode == 5  # an isError result
