@@ -42,6 +42,8 @@ META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+MIN_WATCH_S = 1.0  # how often, at most, a watched manifest is revalidated
 
 # Implementation fields each older revision knows (later ones: all of them).
 SERVER_INFO_FIELDS = {"2024-11-05": ("name", "version"), "2025-03-26": ("name", "version"),
@@ -207,6 +209,20 @@ class Server:
             waiter.response = message
             waiter.answered.set()
 
+    def watch_tools(self, tenant: Tenant, stop: threading.Event, on_change: Callable[[], None]) -> None:
+        """Until ``stop`` is set: revalidate the tenant's manifest as it expires, and call
+        ``on_change`` whenever a new version arrives (its filters are re-applied on the next list)."""
+        seen = tenant.manifest.current
+        while not stop.wait(max(self.config.manifest_ttl, MIN_WATCH_S)):
+            try:
+                manifest = tenant.manifest.get()
+            except ManifestError:
+                continue
+            if seen is not None and manifest is not seen:
+                log.bind(etag=manifest.etag, tenant=tenant.key_id).info("mcp.tools.list_changed")
+                on_change()
+            seen = manifest
+
     def cancel_session(self, session: Session) -> None:
         """Cancel the requests in flight of one session (its connection is gone)."""
         with self._lock:
@@ -323,7 +339,7 @@ class Server:
 
     def _discover(self, request: Request) -> dict[str, Any]:
         return {"supportedVersions": list(SUPPORTED_VERSIONS),
-                "capabilities": {"tools": {"listChanged": False}, "extensions": {tasks.EXTENSION: {}}},
+                "capabilities": {"tools": {"listChanged": True}, "extensions": {tasks.EXTENSION: {}}},
                 "instructions": INSTRUCTIONS, "ttlMs": 3_600_000, "cacheScope": "public"}
 
     def _set_level(self, request: Request) -> dict[str, Any]:
@@ -471,6 +487,20 @@ class Server:
         invocation = tasks.cancel(request.tenant, ref)
         return {} if request.modern else tasks.task_fields(ref, invocation, status="cancelled")
 
+    def _listen(self, request: Request) -> dict[str, Any]:
+        """2026 ``subscriptions/listen``: acknowledge, then announce tool-list changes until the
+        client goes away (a cancelled listen gets no answer) or the server shuts down."""
+        wanted = request.params.get("notifications")
+        accepted = {"toolsListChanged": True} if isinstance(wanted, dict) and wanted.get("toolsListChanged") else {}
+        tag = {META_SUBSCRIPTION: request.id}
+        request.send("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": accepted})
+        if accepted:
+            self.watch_tools(request.tenant, request.cancelled,
+                             lambda: request.send("notifications/tools/list_changed", {"_meta": tag}))
+        else:
+            request.cancelled.wait()
+        return {"_meta": tag}
+
     def _tasks_update(self, request: Request) -> dict[str, Any]:
         self._task(request)
         return {}  # no task of ours ever waits for input
@@ -480,6 +510,7 @@ class Server:
         "tasks/get": _tasks_get, "tasks/result": _tasks_result, "tasks/cancel": _tasks_cancel}
     _modern_methods: dict[str, Callable[..., dict[str, Any]]] = {
         "server/discover": _discover, "tools/list": _tools_list, "tools/call": _tools_call,
+        "subscriptions/listen": _listen,
         "tasks/get": _tasks_get, "tasks/cancel": _tasks_cancel, "tasks/update": _tasks_update}
 
 

@@ -53,3 +53,16 @@ def hosted(gateway_sandbox):
     server = HttpServer(gateway_sandbox.url, "--http-workers", "2")
     yield server
     server.stop()
+
+
+@pytest.fixture
+def hostile(sandbox):
+    """The sandbox serving the hostile manifest as well as its own catalogue."""
+    from .hostile_manifest import HOSTILE
+
+    for slug, schema, _arguments, result, output in HOSTILE:
+        entry = {"name": slug, "description": f"hostile {slug[:20]}", "inputSchema": schema, "sideEffects": []}
+        if output:
+            entry["outputSchema"] = output
+        sandbox.add_action(entry, result=result)
+    return sandbox

@@ -1,6 +1,5 @@
 """A hostile manifest: names, schemas and results that break clients, made safe for every one."""
 
-import base64
 import json
 import re
 import sys
@@ -13,42 +12,11 @@ from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.tenant import Tenant
 
+from .hostile_manifest import HOSTILE
 from .test_protocol import Client
 from .test_stdio import server_env
 
 NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
-TEXT = {"type": "object", "properties": {"text": {"type": "string"}}}
-RECURSIVE = {"type": "object", "$defs": {"node": {"type": "object", "properties": {
-    "label": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
-    "properties": {"tree": {"$ref": "#/$defs/node"}}, "required": ["tree"]}
-ROOT_ANY_OF = {"anyOf": [{"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]},
-                         {"type": "object", "properties": {"messages": {"type": "array"}}, "required": ["messages"]}]}
-HOSTILE = [  # (slug, inputSchema, arguments, result, outputSchema)
-    ("model-" + "x" * 194, TEXT, {"text": "long name"}, "ok", None),
-    ("résumé writer v2", TEXT, {"text": "unicode"}, "ok", None),
-    ("llm/chat", TEXT, {"text": "slash"}, "slash", None),
-    ("llm chat", TEXT, {"text": "space"}, "space", None),
-    ("llm_chat", TEXT, {"text": "plain"}, "plain", None),
-    ("tree-walker", RECURSIVE, {"tree": {"label": "a", "children": [{"label": "b"}]}}, "walked", None),
-    ("any-of-root", ROOT_ANY_OF, {"prompt": "hi"}, "anyOf ok", None),
-    ("big-image", TEXT, {}, {"image_b64": base64.b64encode(b"\x89PNG" + b"\0" * 5_000_000).decode(),
-                             "mime_type": "image/png"}, None),
-    ("big-text", TEXT, {}, "y" * 1_000_000, None),
-    ("wide-embedding", TEXT, {}, {"embedding": [0.001 * i for i in range(4096)]}, None),
-    ("liar", TEXT, {}, {"id": 5}, {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
-]
-
-
-@pytest.fixture
-def hostile(sandbox):
-    for slug, schema, _arguments, result, output in HOSTILE:
-        entry = {"name": slug, "description": f"hostile {slug[:20]}", "inputSchema": schema, "sideEffects": []}
-        if output:
-            entry["outputSchema"] = output
-        sandbox.add_action(entry, result=result)
-    return sandbox
-
-
 def by_slug(tools):
     return {t["_meta"]["com.colabhive/slug"]: t for t in tools}
 

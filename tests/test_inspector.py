@@ -9,7 +9,7 @@ import pytest
 
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .test_hostile import HOSTILE, hostile  # noqa: F401 (a fixture)
+from .hostile_manifest import HOSTILE
 from .test_stdio import server_env
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "inspector.sh"
@@ -24,7 +24,7 @@ def inspector(sandbox, *args, era="legacy"):
 
 
 @pytest.mark.parametrize("era", ["legacy", "auto"])
-def test_every_tool_is_portable_and_callable(hostile, era):  # noqa: F811
+def test_every_tool_is_portable_and_callable(hostile, era):
     listed = inspector(hostile, "--method", "tools/list", "--strict", era=era)
     assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
     tools = {t["_meta"]["com.colabhive/slug"]: t["name"] for t in json.loads(listed.stdout)["result"]["tools"]

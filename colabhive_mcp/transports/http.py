@@ -70,11 +70,11 @@ class McpApp:
     def __init__(self, config: Config) -> None:
         check_config(config)
         self.config = config
-        self.core = Server(config)
+        resumable = config.single_tenant if config.resumable_streams is None else config.resumable_streams
+        self.core = Server(config, list_changed=resumable)  # announced on the GET stream, which needs affinity
         self.single = Tenant(config, config.api_key) if config.single_tenant and config.api_key else None
         self.pool = None if config.single_tenant else TenantPool(config)
         self.sessions = SessionCodec(config.session_secret or secrets.token_hex(32), config.session_max_age)
-        resumable = config.single_tenant if config.resumable_streams is None else config.resumable_streams
         self.events = EventStore() if resumable else None
         self.hosts = frozenset(h.lower() for h in config.allowed_hosts) | LOOPBACK_HOSTS | {_bind_host(config.bind)}
         self.origins = frozenset(o.rstrip("/") for o in config.allowed_origins)
@@ -193,6 +193,8 @@ class McpApp:
             return _json(jsonrpc.error(jsonrpc.request_id(message), error), 400)
         if "id" not in message:
             return Response(status=202)
+        if message.get("method") == "subscriptions/listen" and SSE not in accepts:
+            raise HttpError(406, jsonrpc.INVALID_REQUEST, f"subscriptions/listen answers with {SSE}: Accept it")
         session = Session(id="modern:" + secrets.token_urlsafe(8))
         return self._answer(message, api_key, session, request, MODERN_STATUS_BY_CODE,
                             stream=_wants_stream(message, accepts))
@@ -355,12 +357,24 @@ class McpApp:
             log, position = found
             return _StreamResponse(lambda sock: self._relay(log, position, sock, threading.Event(), True),
                                    mimetype=SSE, headers=SSE_HEADERS)
-        quiet: queue.Queue = queue.Queue()
+        outbox: queue.Queue = queue.Queue()
+        stop = threading.Event()
+        api_key = self._api_key(request)
+
+        def watch() -> None:
+            with self._tenant(api_key) as tenant:
+                self.core.watch_tools(tenant, stop, lambda: outbox.put(
+                    {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
 
         def generate(sock: socket.socket | None) -> Iterator[bytes]:
-            yield b": open\n\n"
-            yield from (item for item in self._drain(quiet, sock, threading.Event()) if isinstance(item, bytes))
+            try:
+                yield b": open\n\n"
+                for item in self._drain(outbox, sock, stop):
+                    yield item if isinstance(item, bytes) else _sse_event(item)
+            finally:
+                stop.set()
 
+        threading.Thread(target=watch, name="mcp-get-stream", daemon=True).start()
         return _StreamResponse(generate, mimetype=SSE, headers=SSE_HEADERS)
 
     def _delete(self, request: Request) -> Response:
@@ -476,7 +490,7 @@ def _is_modern(message: Any) -> bool:
 
 def _wants_stream(message: dict[str, Any], accepts: set[str], log_level: str | None = None) -> bool:
     """SSE when the client takes only SSE, or when this request will send notifications."""
-    if JSON not in accepts:
+    if JSON not in accepts or message.get("method") == "subscriptions/listen":
         return True
     if SSE not in accepts or message.get("method") != "tools/call":
         return False

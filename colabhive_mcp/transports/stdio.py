@@ -19,13 +19,11 @@ from typing import Any, BinaryIO
 from .. import jsonrpc
 from ..jsonrpc import JsonRpcError
 from ..logs import log
-from ..manifest import ManifestError
 from ..protocol import Server, Session
 from ..tenant import Tenant
 
 INLINE_METHODS = frozenset({"initialize"})  # answered before the next line is read
 READ_CHUNK = 1 << 16
-MIN_WATCH_S = 1.0
 
 
 class Shutdown(Exception):
@@ -64,19 +62,12 @@ class StdioTransport:
             self._stopped.set()
 
     def _watch_manifest(self) -> None:
-        """Revalidate the manifest as it expires; tell a handshake-era client when its tools change."""
-        seen = None
-        while not self._stopped.wait(max(self.tenant.config.manifest_ttl, MIN_WATCH_S)):
-            if self.session.version is None:
-                continue
-            try:
-                manifest = self.tenant.manifest.get()
-            except ManifestError:
-                continue
-            if seen is not None and manifest is not seen:
-                log.bind(etag=manifest.etag).info("mcp.tools.list_changed")
+        """Tell a handshake-era client when its tool list changed (2026 clients use listen)."""
+        def changed() -> None:
+            if self.session.version is not None:
                 self.write({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
-            seen = manifest
+
+        self.server.watch_tools(self.tenant, self._stopped, changed)
 
     def write(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
         data = jsonrpc.encode(message) + b"\n"
