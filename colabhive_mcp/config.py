@@ -194,6 +194,10 @@ class Config:
     max_text_chars: int | None = _setting(
         None, _number(int, 100, 1 << 30), "longest text in a result before it is cut (default: the profile's)",
         env="COLABHIVE_MAX_TEXT_CHARS", example=100000)
+    drop_arguments: tuple[str, ...] | None = _setting(
+        None, _words, "argument keys hosts inject that are dropped when a tool's schema does not name them "
+        "(default: the client profile's, e.g. toolCallId)", env="COLABHIVE_DROP_ARGUMENTS", metavar="KEYS",
+        example=("toolCallId",))
     tools_page_size: int = _setting(
         500, _number(int, 1, 100000), "tools per tools/list page", env="COLABHIVE_TOOLS_PAGE_SIZE")
     max_message_bytes: int = _setting(

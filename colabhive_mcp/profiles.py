@@ -52,8 +52,8 @@ def _resolve(client_name: str, config: Config) -> Profile:
     else:
         lowered = client_name.lower()
         profile = next((p for needles, p in KNOWN if any(n in lowered for n in needles)), UNKNOWN)
-    overrides = {field: getattr(config, field) for field in ("max_tools", "max_image_bytes", "max_text_chars")
-                 if getattr(config, field) is not None}
+    overrides = {field: getattr(config, field) for field in ("max_tools", "max_image_bytes", "max_text_chars",
+                                                             "drop_arguments") if getattr(config, field) is not None}
     if config.tool_name_max:
         overrides["name_max"] = config.tool_name_max
     return replace(profile, **overrides)

@@ -108,3 +108,15 @@ def test_the_official_sdk_lists_and_calls_the_hostile_manifest(hostile):
     tools, results = anyio.run(sdk_lists_and_calls_everything, target)
     assert set(results) == {slug for slug, *_ in HOSTILE}
     assert all(not r.is_error for slug, r in results.items() if slug != "liar")
+
+
+def test_profiles_are_chosen_by_client_name_and_overridable(config):
+    from colabhive_mcp.profiles import for_client
+
+    assert for_client({"name": "cursor-vscode"}, config).name == "cursor"
+    assert for_client({"name": "claude-ai"}, config).name == "claude-desktop"
+    assert for_client({"name": "Visual Studio Code"}, config).strict_schemas is True
+    assert for_client(None, config).name == "unknown"
+    forced = for_client({"name": "cursor"}, config.replace(client_profile="inspector", max_tools=5,
+                                                           drop_arguments=("sessionId",)))
+    assert (forced.name, forced.max_tools, forced.drop_arguments) == ("inspector", 5, ("sessionId",))
