@@ -242,6 +242,9 @@ class Config:
     log_level: str = _setting(
         "info", _choice("debug", "info", "warning", "error"), "log level (logs go to stderr)",
         env="COLABHIVE_LOG_LEVEL", metavar="LEVEL")
+    log_frames: bool = _setting(
+        False, _boolean, "log every JSON-RPC frame (redacted, cut at 4000 characters) for debugging",
+        env="COLABHIVE_LOG_FRAMES")
     log_format: str = _setting(
         "auto", _choice("auto", "json", "text"), "log format: json lines, text, or auto (text on a terminal)",
         env="COLABHIVE_LOG_FORMAT", metavar="FORMAT")

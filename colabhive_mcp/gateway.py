@@ -17,7 +17,7 @@ from urllib.parse import quote
 import requests
 
 from . import __version__
-from .logs import key_id, log
+from .logs import key_id, log, redact
 
 RETRY_STATUSES = frozenset({502, 503, 504})
 TERMINAL = frozenset({"succeeded", "completed", "failed", "cancelled"})
@@ -224,6 +224,7 @@ def _error(response: requests.Response) -> GatewayError:
             message = "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
     if not message:
         message = response.reason or "error"
+    message = redact(message)  # an upstream error may quote a key: it goes no further
     return GatewayError(f"{response.status_code} {message}", status=response.status_code,
                         retry_after=_retry_after(response), code=code)
 

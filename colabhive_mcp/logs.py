@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import sys
+import traceback
 from typing import Any, TextIO
 
 from loguru import logger
@@ -39,18 +40,25 @@ def _redact_value(value: Any) -> Any:
     return value
 
 
+def _scrub(record: dict[str, Any]) -> None:
+    """Every record passes here first: secrets are redacted from the message and the fields, and
+    an exception becomes a redacted one-line ``exc`` plus its frames (file, line, function: no values)."""
+    record["message"] = redact(record["message"])
+    record["extra"] = _redact_value(record["extra"])
+    exception = record["exception"]
+    if exception is not None and exception.type is not None:
+        record["extra"]["exc"] = redact(f"{exception.type.__name__}: {exception.value}")
+        record["extra"]["trace"] = [f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} {f.name}"
+                                    for f in traceback.extract_tb(exception.traceback)][-8:]
+    record["exception"] = None
+
+
 def _json_sink(stream: TextIO):
     def write(message: Any) -> None:
         record = message.record
-        line: dict[str, Any] = {
-            "ts": record["time"].isoformat(timespec="milliseconds"),
-            "level": record["level"].name.lower(),
-            "event": redact(record["message"]),
-        }
-        line.update(_redact_value(record["extra"]))
-        if record["exception"] is not None:
-            exc = record["exception"]
-            line["exc"] = redact(f"{exc.type.__name__}: {exc.value}") if exc.type else None
+        line: dict[str, Any] = {"ts": record["time"].isoformat(timespec="milliseconds"),
+                                "level": record["level"].name.lower(), "event": record["message"]}
+        line.update(record["extra"])
         stream.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
         stream.flush()
 
@@ -58,10 +66,8 @@ def _json_sink(stream: TextIO):
 
 
 def _text_format(record: dict[str, Any]) -> str:
-    record["extra"] = _redact_value(record["extra"])
-    record["message"] = redact(record["message"])
     fields = " ".join(f"{k}={{extra[{k}]}}" for k in record["extra"])
-    return "<green>{time:HH:mm:ss.SSS}</green> <level>{level: <7}</level> {message} " + fields + "\n{exception}"
+    return "<green>{time:HH:mm:ss.SSS}</green> <level>{level: <7}</level> {message} " + fields + "\n"
 
 
 def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
@@ -70,6 +76,7 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
     if fmt == "auto":
         fmt = "text" if stream.isatty() else "json"
     logger.remove()
+    logger.configure(patcher=_scrub)
     if fmt == "json":
         logger.add(_json_sink(stream), level=level.upper(), format="{message}", backtrace=False, diagnose=False)
     else:

@@ -23,7 +23,7 @@ from . import __version__, confirm, content, jsonrpc, profiles, tasks
 from .config import Config
 from .invocation import ProgressTracker, status_message
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
-from .logs import log
+from .logs import log, logger
 from .manifest import ManifestError
 from .gateway import GatewayError, is_terminal
 from .tenant import Tenant, UnknownTool, gateway_failure
@@ -63,6 +63,7 @@ class Session:
     """Legacy handshake state: one per stdio process, one per HTTP session."""
 
     id: str = "stdio"
+    transport: str = "stdio"
     version: str | None = None
     client_info: dict[str, Any] = field(default_factory=dict)
     capabilities: dict[str, Any] = field(default_factory=dict)
@@ -147,9 +148,13 @@ class Server:
         cancelled = cancelled or threading.Event()
         key = (session.id, message["id"])
         self._track(key, cancelled)
-        try:
-            response = jsonrpc.result(message["id"], self._dispatch(message, tenant, session, notify, cancelled,
-                                                                    narrow))
+        if self.config.log_frames:
+            notify = self._logging_frames(notify)
+            log.bind(direction="in", frame=_frame(message)).info("mcp.frame")
+        try:  # every record of this request carries its id and the key's hash
+            with logger.contextualize(request_id=secrets.token_hex(6), tenant=tenant.key_id):
+                response = jsonrpc.result(message["id"], self._dispatch(message, tenant, session, notify, cancelled,
+                                                                        narrow))
         except JsonRpcError as exc:
             response = jsonrpc.error(message["id"], exc)
         except Exception:
@@ -157,7 +162,18 @@ class Server:
             response = jsonrpc.error(message["id"], JsonRpcError(INTERNAL_ERROR, "Internal error"))
         finally:
             self._untrack(key)
-        return None if cancelled.is_set() and not self.draining else response
+        answer = None if cancelled.is_set() and not self.draining else response
+        if self.config.log_frames and answer is not None:
+            log.bind(direction="out", frame=_frame(answer)).info("mcp.frame")
+        return answer
+
+    @staticmethod
+    def _logging_frames(notify: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+        def logged(message: dict[str, Any]) -> None:
+            log.bind(direction="out", frame=_frame(message)).info("mcp.frame")
+            notify(message)
+
+        return logged
 
     def handle_batch(self, messages: list[Any], session: Session, **context: Any) -> list[dict[str, Any]] | dict[str, Any] | None:
         """A JSON-RPC batch: only a 2025-03-26 session may send one."""
@@ -327,7 +343,7 @@ class Server:
         session.client_info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
         session.capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
         session.initialized = False
-        log.bind(session=session.id, protocol_version=version, requested_version=requested,
+        log.bind(session=session.id, transport=session.transport, protocol_version=version, requested_version=requested,
                  client=session.client_info.get("name"), client_version=session.client_info.get("version"),
                  profile=profiles.for_client(session.client_info, self.config).name,
                  era="legacy").info("mcp.session.started")
@@ -536,6 +552,12 @@ def _reporter(request: Request) -> Callable[[dict[str, Any]], None] | None:
                                                    "data": f"{request.params.get('name')}: {status_message(invocation)}"})
 
     return report
+
+
+def _frame(message: Any, limit: int = 4000) -> str:
+    """A JSON-RPC frame as logged (redacted by the log pipeline), cut at ``limit`` characters."""
+    text = jsonrpc.encode(message).decode("utf-8", "replace")
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _fingerprint(etag: str | None, count: int) -> str:

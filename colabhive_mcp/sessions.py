@@ -20,8 +20,8 @@ class SessionCodec:
                  clock: Callable[[], float] = time.time) -> None:
         self._signer = Signer(secret, "s1.", max_age, clock)
 
-    def new_session(self) -> Session:
-        return Session(id=secrets.token_urlsafe(16))
+    def new_session(self, transport: str = "streamable-http") -> Session:
+        return Session(id=secrets.token_urlsafe(16), transport=transport)
 
     def issue(self, session: Session, api_key: str) -> str:
         """The ``Mcp-Session-Id`` for a session that has just been initialized."""
@@ -34,5 +34,6 @@ class SessionCodec:
         payload = self._signer.loads(token)
         if payload is None or payload.get("k") != key_binding(api_key):
             return None
-        return Session(id=payload["n"], version=payload["v"], capabilities=payload.get("c") or {},
+        return Session(id=payload["n"], transport="streamable-http", version=payload["v"],
+                       capabilities=payload.get("c") or {},
                        client_info=payload.get("i") or {}, initialized=True)

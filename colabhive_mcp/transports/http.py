@@ -195,7 +195,7 @@ class McpApp:
             return Response(status=202)
         if message.get("method") == "subscriptions/listen" and SSE not in accepts:
             raise HttpError(406, jsonrpc.INVALID_REQUEST, f"subscriptions/listen answers with {SSE}: Accept it")
-        session = Session(id="modern:" + secrets.token_urlsafe(8))
+        session = Session(id="modern:" + secrets.token_urlsafe(8), transport="streamable-http")
         return self._answer(message, api_key, session, request, MODERN_STATUS_BY_CODE,
                             stream=_wants_stream(message, accepts))
 
@@ -389,7 +389,7 @@ class McpApp:
     def _sse_open(self, request: Request) -> Response:
         """The old transport's stream: an ``endpoint`` event, then every answer of the session."""
         api_key = self._api_key(request)
-        sse_session = _LegacySseSession(self.sessions.new_session(), key_binding(api_key))
+        sse_session = _LegacySseSession(self.sessions.new_session("sse"), key_binding(api_key))
         with self._lock:
             self._sse_sessions[sse_session.session.id] = sse_session
         log.bind(session=sse_session.session.id, tenant=key_id(api_key), transport="sse").info("http.session.issued")

@@ -1,0 +1,75 @@
+"""Structured logs of a whole session: every event with its fields, and never a secret."""
+
+import json
+import subprocess
+import sys
+
+from colabhive_mcp.demo import StdioPeer
+from colabhive_mcp.sandbox import DEMO_KEY
+
+from .test_stdio import server_env
+
+PLANTED = "hive_planted_secret_0123456789"
+
+
+def run_session(sandbox, tmp_path, *extra):
+    log_file = tmp_path / "stderr.log"
+    with open(log_file, "wb") as stderr:
+        peer = StdioPeer([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url, *extra],
+                         env=server_env(COLABHIVE_API_KEY=DEMO_KEY), stderr=stderr)
+        try:
+            peer.initialize()
+            peer.request("tools/list")
+            peer.request("tools/call", {"name": "echo", "arguments": {"text": "hello"}})
+            peer.request("tools/call", {"name": "batch-report", "arguments": {"seconds": 1.5}})
+            sandbox.faults.add(route="invoke", kind="status", status=500,
+                               body={"detail": f"key {PLANTED} is not allowed"})
+            failed = peer.request("tools/call", {"name": "hive-chat", "arguments": {"prompt": "x"}})
+        finally:
+            peer.close()
+    records = [json.loads(line) for line in log_file.read_text().splitlines()]
+    return records, failed, log_file.read_text()
+
+
+def events(records, name):
+    return [r for r in records if r["event"] == name]
+
+
+def test_a_session_logs_every_event_with_its_fields(sandbox, tmp_path):
+    records, failed, raw = run_session(sandbox, tmp_path)
+    started = events(records, "mcp.session.started")[0]
+    assert started["client"] == "colabhive-demo" and started["client_version"] == "1"
+    assert started["protocol_version"] == "2025-11-25" and started["transport"] == "stdio"
+    assert started["profile"] == "unknown"
+    fetched = events(records, "manifest.fetched")[0]
+    assert fetched["status"] == 200 and fetched["tools"] > 10 and fetched["bytes"] > 0 and fetched["etag"]
+    assert fetched["duration_ms"] >= 0
+    invoked = {r["tool"]: r for r in events(records, "mcp.tool.invoked")}
+    assert invoked["echo"]["mode"] == "sync" and invoked["echo"]["status"] == "succeeded"
+    assert invoked["batch-report"]["mode"] == "polled" and invoked["batch-report"]["polls"] >= 1
+    assert invoked["batch-report"]["status"] == "completed" and invoked["batch-report"]["latency_ms"] > 1000
+    assert invoked["hive-chat"]["status"] == "gateway_error" and invoked["hive-chat"]["http_status"] == 500
+    tenant = events(records, "stdio.ready")[0]["tenant"]
+    for record in events(records, "mcp.tool.invoked") + events(records, "manifest.fetched"):
+        assert record["tenant"] == tenant and len(record["request_id"]) == 12  # every record of a request
+    assert all(r["level"] in ("debug", "info", "warning", "error") for r in records)
+    assert PLANTED not in raw and DEMO_KEY not in raw
+    assert failed["result"]["isError"] and PLANTED not in json.dumps(failed)
+
+
+def test_frame_logging_is_redacted(sandbox, tmp_path):
+    records, _failed, raw = run_session(sandbox, tmp_path, "--log-frames")
+    frames = events(records, "mcp.frame")
+    assert {f["direction"] for f in frames} == {"in", "out"}
+    assert any('"method":"tools/call"' in f["frame"] for f in frames)
+    assert PLANTED not in raw
+
+
+def test_exceptions_are_logged_without_secrets():
+    code = ("from colabhive_mcp import logs\nlogs.configure('info', 'json')\n"
+            f"try:\n    raise RuntimeError('token {PLANTED}')\nexcept RuntimeError:\n"
+            "    logs.log.exception('boom')\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    record = json.loads(result.stderr.splitlines()[-1])
+    assert record["exc"].startswith("RuntimeError: token hive_") and PLANTED not in result.stderr
+    assert record["trace"] and result.stdout == ""
