@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
+from pathlib import Path
 from typing import Iterator, Sequence
 
-from . import __version__, logs
+from . import __version__, commands, logs
+from .commands import CLIENTS
 from .config import SETTINGS, Config, ConfigError, Resolved, load
 
-COMMANDS = ("stdio", "serve", "config", "sandbox", "demo")
+COMMANDS = ("stdio", "serve", "check", "tools", "call", "client-config", "config", "sandbox", "demo")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,6 +46,29 @@ def build_parser() -> argparse.ArgumentParser:
                        help="one process, Werkzeug's threaded server (breakpoint() works), instead of gunicorn")
     _add_settings(serve)
     serve.set_defaults(run=run_serve)
+
+    check = commands.add_parser("check", help="why would the tools not show up? config, key, gateway, filters")
+    _add_settings(check)
+    check.set_defaults(run=run_check)
+
+    tools = commands.add_parser("tools", help="the tool list exactly as an agent sees it")
+    tools.add_argument("--json", action="store_true", help="the MCP tool definitions as JSON")
+    tools.add_argument("--client", default="colabhive-cli", help="clientInfo.name to present (picks the profile)")
+    _add_settings(tools)
+    tools.set_defaults(run=run_tools)
+
+    call = commands.add_parser("call", help="run one tool through the same code path as an agent")
+    call.add_argument("name")
+    call.add_argument("--args", default="{}", metavar="JSON", help="the tool's arguments as a JSON object")
+    call.add_argument("--client", default="colabhive-cli", help="clientInfo.name to present (picks the profile)")
+    call.add_argument("--out", default=".", metavar="DIR", help="where images and audio are saved")
+    _add_settings(call)
+    call.set_defaults(run=run_call)
+
+    snippet = commands.add_parser("client-config", help="the snippet to paste into an MCP client's configuration")
+    snippet.add_argument("client", choices=CLIENTS)
+    snippet.add_argument("--url", help="the hosted service's MCP URL (default: the local stdio server)")
+    snippet.set_defaults(run=run_client_config)
 
     config = commands.add_parser("config", help="print the resolved configuration and where each value came from")
     _add_settings(config)
@@ -121,6 +147,31 @@ def run_serve(args: argparse.Namespace) -> int:
                       workers=1 if args.debug else config.http_workers).info("http.starting")
         (serving.run_debug if args.debug else serving.run_gunicorn)(config)
     return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    with gateway_config(args, demo_key=True) as config:
+        return commands.check(config)
+
+
+def run_tools(args: argparse.Namespace) -> int:
+    with gateway_config(args, demo_key=True) as config:
+        return commands.tools(config, args.client, args.json)
+
+
+def run_call(args: argparse.Namespace) -> int:
+    try:
+        arguments = json.loads(args.args)
+    except ValueError as exc:
+        raise ConfigError(f"--args is not JSON: {exc}") from None
+    if not isinstance(arguments, dict):
+        raise ConfigError("--args must be a JSON object")
+    with gateway_config(args, demo_key=True) as config:
+        return commands.call(config, args.name, arguments, args.client, Path(args.out))
+
+
+def run_client_config(args: argparse.Namespace) -> int:
+    return commands.client_config(args.client, args.url)
 
 
 def run_config(args: argparse.Namespace) -> int:
