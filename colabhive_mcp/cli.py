@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from . import __version__, commands, logs
-from .commands import CLIENTS
+from . import __version__, logs
 from .config import SETTINGS, Config, ConfigError, Resolved, load
 
+CLIENTS = ("claude-desktop", "cursor", "claude-code", "n8n", "vscode")
 COMMANDS = ("stdio", "serve", "check", "tools", "call", "client-config", "config", "sandbox", "demo")
 
 
@@ -139,6 +139,8 @@ def run_stdio(args: argparse.Namespace) -> int:
 
 def run_serve(args: argparse.Namespace) -> int:
     from . import serving
+
+    serving.prepare_metrics_dir()  # before anything imports prometheus_client
     from .transports.http import check_config
 
     with gateway_config(args, demo_key=bool(args.single_tenant)) as config:
@@ -150,11 +152,15 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    from . import commands
+
     with gateway_config(args, demo_key=True) as config:
         return commands.check(config)
 
 
 def run_tools(args: argparse.Namespace) -> int:
+    from . import commands
+
     with gateway_config(args, demo_key=True) as config:
         return commands.tools(config, args.client, args.json)
 
@@ -166,11 +172,15 @@ def run_call(args: argparse.Namespace) -> int:
         raise ConfigError(f"--args is not JSON: {exc}") from None
     if not isinstance(arguments, dict):
         raise ConfigError("--args must be a JSON object")
+    from . import commands
+
     with gateway_config(args, demo_key=True) as config:
         return commands.call(config, args.name, arguments, args.client, Path(args.out))
 
 
 def run_client_config(args: argparse.Namespace) -> int:
+    from . import commands
+
     return commands.client_config(args.client, args.url)
 
 

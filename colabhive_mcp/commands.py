@@ -19,7 +19,6 @@ from .profiles import for_client
 from .protocol import LEGACY_VERSIONS, Server, Session
 from .tenant import Tenant
 
-CLIENTS = ("claude-desktop", "cursor", "claude-code", "n8n", "vscode")
 # exit codes of `check`
 OK, NO_KEY, UNREACHABLE, KEY_REJECTED, NO_TOOLS = 0, 3, 4, 5, 6
 EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/webp": ".webp", "audio/wav": ".wav",

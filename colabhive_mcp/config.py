@@ -234,6 +234,9 @@ class Config:
     sse_poll_after: float = _setting(
         0.0, _number(float, 0, 86400), "HTTP: hand a resumable SSE answer over to a GET reconnection after this "
         "many seconds (0: never)", env="COLABHIVE_SSE_POLL_AFTER")
+    metrics_token: str | None = _setting(
+        None, _text, "HTTP: bearer token /metrics requires (unset: open; keep it off the public side in nginx)",
+        env="COLABHIVE_METRICS_TOKEN", secret=True, metavar="TOKEN")
     shutdown_grace: float = _setting(
         45.0, _number(float, 0, 3600), "HTTP: on SIGTERM, seconds calls in flight may still finish before they are "
         "cancelled upstream and answered with an error", env="COLABHIVE_SHUTDOWN_GRACE")

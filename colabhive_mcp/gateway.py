@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import requests
 
-from . import __version__
+from . import __version__, metrics
 from .logs import key_id, log, redact
 
 RETRY_STATUSES = frozenset({502, 503, 504})
@@ -153,18 +153,24 @@ class Gateway:
         carries an ``Idempotency-Key`` and ``:cancel`` is idempotent by nature.
         """
         url = self.base_url + path
+        route = metrics.upstream_route(method, path)
         for attempt in range(self.retries + 1):
             last = attempt == self.retries
+            started = time.perf_counter()
             try:
                 response = self.session.request(method, url, timeout=timeout or self.timeout, **kwargs)
+                metrics.UPSTREAM.labels(route, str(response.status_code)).inc()
+                metrics.UPSTREAM_LATENCY.labels(route).observe(time.perf_counter() - started)
                 if response.status_code < 400 or response.status_code == 304:
                     _ = response.content  # read the body now, so a broken stream is retried here
                     return response
                 error = _error(response)
             except requests.Timeout:
+                metrics.UPSTREAM.labels(route, "timeout").inc()
                 raise GatewayError(f"the gateway did not answer within {timeout or self.timeout:g} s") from None
             except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError,
                     requests.exceptions.ContentDecodingError) as exc:
+                metrics.UPSTREAM.labels(route, "connection_error").inc()
                 error = GatewayError(f"cannot reach the gateway: {_reason(exc)}")
             if last or not (error.status is None or error.status in RETRY_STATUSES):
                 raise error

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from . import metrics
 from .gateway import Gateway, GatewayError
 from .logs import log
 
@@ -62,9 +63,11 @@ class ManifestCache:
         """The manifest, revalidated first if its TTL ran out."""
         current = self._current
         if current is not None and self.clock() < self._expires:
+            metrics.MANIFEST.labels("hit").inc()
             return current
         with self._fetch_lock:
             if self._current is not None and self.clock() < self._expires:
+                metrics.MANIFEST.labels("hit").inc()
                 return self._current  # another thread refreshed it while we waited
             return self._refresh()
 
@@ -87,6 +90,7 @@ class ManifestCache:
                 return self._fall_back(GatewayError("the gateway answered 304 to an unconditional request"))
             log.bind(status=304, etag=etag, duration_ms=took_ms, bytes=0, tools=len(current.entries),
                      tenant=self.gateway.key_id).info("manifest.fetched")
+            metrics.MANIFEST.labels("not_modified").inc()
             return current
         if self.pin and document.etag != self.pin:
             return self._fall_back(GatewayError(
@@ -94,6 +98,7 @@ class ManifestCache:
         log.bind(status=200, etag=document.etag, duration_ms=took_ms, bytes=document.size,
                  tools=len(document.entries), tenant=self.gateway.key_id).info("manifest.fetched")
         self._current = Manifest(document.entries, document.etag)
+        metrics.MANIFEST.labels("fetched").inc()
         return self._current
 
     def _fall_back(self, exc: GatewayError) -> Manifest:
@@ -103,9 +108,11 @@ class ManifestCache:
         if current is None:
             self._expires = 0.0
             log.bind(error=exc.message, status=exc.status, tenant=self.gateway.key_id).warning("manifest.unavailable")
+            metrics.MANIFEST.labels("error").inc()
             raise ManifestError(f"cannot load the tool manifest: {exc.message}", exc) from exc
         log.bind(error=exc.message, status=exc.status, etag=current.etag,
                  tenant=self.gateway.key_id).warning("manifest.stale")
+        metrics.MANIFEST.labels("stale").inc()
         return current
 
 

@@ -14,6 +14,7 @@ from typing import Callable, Iterator
 
 from cachetools import LRUCache
 
+from . import metrics
 from .config import Config
 from .logs import log
 from .tenant import Tenant
@@ -63,6 +64,7 @@ class TenantPool:
                 slot = _Slot(self.factory(self.config, api_key))
                 self._slots[digest] = slot
                 log.bind(tenant=slot.tenant.key_id, pool_size=len(self._slots)).info("pool.tenant_added")
+                metrics.TENANTS.set(len(self._slots))
             slot.users += 1
         try:
             yield slot.tenant
@@ -77,6 +79,7 @@ class TenantPool:
         """Called under the lock by the LRU when it drops ``slot``."""
         slot.evicted = True
         log.bind(tenant=slot.tenant.key_id, pool_size=len(self._slots), in_use=slot.users).info("pool.tenant_evicted")
+        metrics.TENANTS.set(len(self._slots))
         if slot.users == 0:
             slot.tenant.close()
 

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import __version__, confirm, content, jsonrpc, profiles, tasks
+from . import __version__, confirm, content, jsonrpc, metrics, profiles, tasks
 from .config import Config
 from .invocation import ProgressTracker, status_message
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
@@ -156,8 +156,10 @@ class Server:
                 response = jsonrpc.result(message["id"], self._dispatch(message, tenant, session, notify, cancelled,
                                                                         narrow))
         except JsonRpcError as exc:
+            metrics.ERRORS.labels(f"jsonrpc_{-exc.code}").inc()
             response = jsonrpc.error(message["id"], exc)
         except Exception:
+            metrics.ERRORS.labels("internal").inc()
             log.bind(method=message["method"]).exception("mcp.internal_error")
             response = jsonrpc.error(message["id"], JsonRpcError(INTERNAL_ERROR, "Internal error"))
         finally:

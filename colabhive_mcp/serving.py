@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import secrets
+import tempfile
 import signal
 import threading
 from typing import Any
@@ -16,6 +18,7 @@ from .config import Config, environment
 from .logs import log
 
 SECRET_ENV = "COLABHIVE_SESSION_SECRET"
+METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def gunicorn_settings(config: Config) -> dict[str, Any]:
@@ -32,6 +35,7 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         # upstream and answered; gunicorn waits a little longer for those answers to go out.
         "graceful_timeout": int(config.shutdown_grace) + 15,
         "post_worker_init": drain_on_sigterm,
+        "child_exit": forget_worker_metrics,
         "keepalive": 75,  # behind nginx's keepalive_timeout
         "accesslog": None,  # never log URLs or users' traffic; events are logged by the app
         "errorlog": "-",
@@ -55,6 +59,25 @@ def drain_on_sigterm(worker: Any) -> None:
     signal.signal(signal.SIGTERM, handle_exit)
 
 
+def prepare_metrics_dir() -> None:
+    """Multiprocess metrics: one fresh directory per server, set before prometheus_client is
+    imported anywhere (the workers fork from this process and inherit it)."""
+    directory = os.environ.get(METRICS_ENV)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+        for stale in glob.glob(os.path.join(directory, "*.db")):
+            os.remove(stale)
+    else:
+        os.environ[METRICS_ENV] = tempfile.mkdtemp(prefix="colabhive-mcp-metrics-")
+
+
+def forget_worker_metrics(_server: Any, worker: Any) -> None:
+    """gunicorn hook: a dead worker's live gauges (calls in flight, tenants) stop counting."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
 def share_session_secret(config: Config) -> Config:
     """All workers of one instance must sign sessions alike: make one up if none is configured."""
     if config.session_secret:
@@ -66,6 +89,7 @@ def share_session_secret(config: Config) -> Config:
 
 def export(config: Config) -> Config:
     """Put the configuration where the worker processes will find it: this process's environment."""
+    prepare_metrics_dir()
     config = share_session_secret(config)
     os.environ.update(environment(config))
     return config

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import content
+from . import content, metrics
 from .config import Config
 from .gateway import Gateway, GatewayError
 from .builtins import DEFAULT_MATCHES, DEFAULT_WAIT_S, ENTRIES as BUILTINS, SEARCH_TOOLS, follow_up_hint, search
@@ -110,6 +110,7 @@ class Tenant:
         follow_options = {"cancelled": cancelled, "on_update": on_update, "backoff": self.backoff,
                           "heartbeat": self.config.progress_heartbeat}
         target = tool
+        metrics.IN_FLIGHT.inc()
         try:
             if tool.builtin:
                 invocation_id = arguments["invocation_id"]
@@ -125,6 +126,7 @@ class Tenant:
                        if tool.builtin and exc.status == 404 else gateway_failure(name, exc))
             result = content.error_result(message)
             fields.update(status="gateway_error", error=exc.message, http_status=exc.status)
+            metrics.ERRORS.labels("gateway").inc()
         else:
             fields.update(status=outcome.state, polls=outcome.polls, mode="sync" if outcome.polls == 0 else "polled",
                           invocation_id=outcome.invocation_id)
@@ -136,8 +138,14 @@ class Tenant:
                 result = content.pending_result(outcome.invocation, target.name, follow_up_hint(outcome.invocation_id))
             else:
                 result = None
-        fields["latency_ms"] = round((time.perf_counter() - started) * 1000, 1)
+        finally:
+            metrics.IN_FLIGHT.dec()
+        took = time.perf_counter() - started
+        fields["latency_ms"] = round(took * 1000, 1)
         log.bind(**fields).info("mcp.tool.invoked")
+        metrics.TOOL_CALLS.labels(metrics.tool_label(tool.slug), fields["status"]).inc()
+        metrics.TOOL_LATENCY.observe(took)
+        metrics.POLLS.observe(fields.get("polls", 0))
         return content.fit(result, profile.max_text_chars, profile.max_image_bytes) if result else result
 
 

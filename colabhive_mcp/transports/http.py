@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hmac
 import queue
 import secrets
 import select
@@ -22,14 +23,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
+import requests
 from cachetools import TTLCache
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Request, Response
 
-from .. import jsonrpc
+from .. import __version__, jsonrpc, metrics
 from ..config import Config, ConfigError, load
 from ..jsonrpc import JsonRpcError
 from ..logs import configure, key_id, log
+from ..manifest import ManifestError
 from ..policy import Policy
 from ..pool import TenantPool
 from ..protocol import LEGACY_VERSIONS, META_VERSION, Server, Session
@@ -43,6 +46,8 @@ SSE = "text/event-stream"
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DISCONNECT_CHECK_S = 0.5
+READINESS_TTL_S = 5.0
+READINESS_TIMEOUT_S = 2.0
 RETRY_MS = 1000  # how long a client waits before it reconnects to a handed-over stream
 # 2026: the body field each method's Mcp-Name header mirrors
 NAME_PARAMS = {"tools/call": "name", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
@@ -82,6 +87,7 @@ class McpApp:
         self._ended: TTLCache = TTLCache(maxsize=100_000, ttl=config.session_max_age)
         self._sse_sessions: dict[str, _LegacySseSession] = {}
         self._lock = threading.Lock()
+        self._readiness = (float("-inf"), False)  # (checked at, gateway reachable)
 
     def drain(self) -> None:
         """Shutting down: stop every call in flight (upstream too) and answer it with an error."""
@@ -97,6 +103,7 @@ class McpApp:
             self._check_host_and_origin(request)
             response = self._route(request)
         except HttpError as exc:
+            metrics.ERRORS.labels(f"http_{exc.status}").inc()
             response = exc.response()
         except RequestEntityTooLarge:
             response = HttpError(413, jsonrpc.INVALID_REQUEST,
@@ -119,7 +126,47 @@ class McpApp:
             return self._sse_message(request) if method == "POST" else _not_allowed("POST")
         if path == "/healthz" and method == "GET":
             return Response(b'{"status":"ok"}', mimetype=JSON)
+        if path == "/readyz" and method == "GET":
+            return self._ready()
+        if path == "/metrics" and method == "GET":
+            return self._metrics(request)
+        if path == "/refresh":
+            return self._refresh(request) if method == "POST" else _not_allowed("POST")
         return Response(b"not found\n", 404, mimetype="text/plain")
+
+    # -- operations ---------------------------------------------------------------------------
+
+    def _ready(self) -> Response:
+        """Ready when the gateway answers at all (a 401 to a keyless request is an answer)."""
+        now = time.monotonic()
+        if now - self._readiness[0] > READINESS_TTL_S:
+            try:
+                requests.get(self.config.api_url + "/mcp/manifest", timeout=READINESS_TIMEOUT_S)
+                reachable = True
+            except requests.RequestException:
+                reachable = False
+            self._readiness = (now, reachable)
+        reachable = self._readiness[1]
+        body = {"status": "ready" if reachable else "unavailable", "gateway": "reachable" if reachable else "unreachable",
+                "pool_size": len(self.pool) if self.pool is not None else 1, "version": __version__}
+        return _json(body, 200 if reachable else 503)
+
+    def _metrics(self, request: Request) -> Response:
+        token = self.config.metrics_token
+        if token and not hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {token}"):
+            return Response(b"metrics need the metrics token\n", 401, headers={"WWW-Authenticate": "Bearer"})
+        body, content_type = metrics.render()
+        return Response(body, content_type=content_type)
+
+    def _refresh(self, request: Request) -> Response:
+        """Revalidate the calling key's manifest now (in this worker), e.g. after publishing an action."""
+        with self._tenant(self._api_key(request)) as tenant:
+            tenant.manifest.invalidate()
+            try:
+                manifest = tenant.manifest.get()
+            except ManifestError as exc:
+                raise HttpError(502, jsonrpc.INTERNAL_ERROR, f"Cannot load the tool manifest: {exc}") from None
+        return _json({"etag": manifest.etag, "actions": len(manifest.entries)}, 200)
 
     # -- edge checks --------------------------------------------------------------------------
 

@@ -1,0 +1,61 @@
+"""Prometheus metrics, with bounded labels (never a key; tool names capped), correct under
+several gunicorn workers: with ``PROMETHEUS_MULTIPROC_DIR`` set (``serve`` sets it), every
+worker writes its own files and ``/metrics`` adds them up.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+MAX_TOOL_LABELS = 1000
+LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
+
+TOOL_CALLS = Counter("mcp_tool_calls_total", "Tool calls, by tool and outcome", ["tool", "status"])
+TOOL_LATENCY = Histogram("mcp_tool_latency_seconds", "Time from tools/call to its answer", buckets=LATENCY_BUCKETS)
+POLLS = Histogram("mcp_polls_per_call", "Upstream polls one tool call needed", buckets=(0, 1, 2, 3, 5, 8, 13, 21, 34, 55))
+IN_FLIGHT = Gauge("mcp_calls_in_flight", "Tool calls running now", multiprocess_mode="livesum")
+ERRORS = Counter("mcp_errors_total", "Errors, by kind", ["kind"])
+TENANTS = Gauge("mcp_tenants_resident", "Tenants (API keys) held in the pool", multiprocess_mode="livesum")
+UPSTREAM = Counter("colabhive_upstream_requests_total", "Requests to the Builder Gateway", ["route", "status"])
+UPSTREAM_LATENCY = Histogram("colabhive_upstream_latency_seconds", "Builder Gateway response time", ["route"],
+                             buckets=LATENCY_BUCKETS)
+MANIFEST = Counter("mcp_manifest_requests_total", "Manifest cache lookups: hit, fetched, not_modified, stale, error",
+                   ["result"])
+
+_tools_seen: set[str] = set()
+_lock = threading.Lock()
+
+
+def tool_label(slug: str) -> str:
+    """The slug as a label, while fewer than ``MAX_TOOL_LABELS`` have been seen; ``other`` after."""
+    if slug in _tools_seen:
+        return slug
+    with _lock:
+        if len(_tools_seen) < MAX_TOOL_LABELS:
+            _tools_seen.add(slug)
+            return slug
+    return "other"
+
+
+def upstream_route(method: str, path: str) -> str:
+    """The contract route of a gateway request path (a bounded label)."""
+    if path.startswith("/mcp/manifest"):
+        return "manifest"
+    if path.endswith(":invoke"):
+        return "invoke"
+    if path.endswith(":cancel"):
+        return "cancel"
+    return "poll" if method == "GET" else "other"
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text: every worker's numbers added up in multiprocess mode."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(), CONTENT_TYPE_LATEST

@@ -1,0 +1,64 @@
+"""Operating the hosted server: metrics across gunicorn workers, probes, and the refresh endpoint."""
+
+import re
+
+import requests
+
+from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
+
+from .http_server import HttpServer, free_port
+from .test_http import modern
+
+
+def metric(text, name, **labels):
+    """The sum of a metric's samples whose labels include ``labels``."""
+    total = 0.0
+    for line in text.splitlines():
+        match = re.match(r"^" + re.escape(name) + r"(\{(.*)\})? (\S+)$", line)
+        if match and all(f'{k}="{v}"' in (match.group(2) or "") for k, v in labels.items()):
+            total += float(match.group(3))
+    return total
+
+
+def test_metrics_add_up_over_two_workers_and_carry_no_key(gateway_sandbox, tmp_path):
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "2", env={"COLABHIVE_METRICS_TOKEN": "m-token-1",
+                                                                          "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)})
+    try:
+        for i in range(12):  # a new connection each time: gunicorn spreads them over its workers
+            key = DEMO_KEY if i % 2 else DEMO_KEY_B
+            assert modern(server.url, "tools/call", {"name": "echo", "arguments": {"text": str(i)}},
+                          key=key, Connection="close").status_code == 200
+        modern(server.url, "tools/call", {"name": "flaky-translate", "arguments": {"text": "x"}})
+        assert requests.get(server.root + "/metrics", timeout=10).status_code == 401
+        text = requests.get(server.root + "/metrics", headers={"Authorization": "Bearer m-token-1"}, timeout=10).text
+    finally:
+        server.stop()
+    assert metric(text, "mcp_tool_calls_total", tool="echo", status="succeeded") == 12
+    assert metric(text, "mcp_tool_calls_total", tool="flaky-translate", status="failed") == 1
+    assert metric(text, "mcp_tool_latency_seconds_count") == 13
+    assert metric(text, "colabhive_upstream_requests_total", route="invoke") == 13
+    assert metric(text, "mcp_manifest_requests_total", result="fetched") >= 2  # one per tenant and worker
+    assert metric(text, "mcp_tenants_resident") >= 2
+    assert DEMO_KEY not in text and DEMO_KEY_B not in text
+    assert len(list(tmp_path.glob("counter_*.db"))) == 2  # both workers served calls
+
+
+def test_probes_and_refresh(gateway_sandbox, sandbox):
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "1")
+    try:
+        ready = requests.get(server.root + "/readyz", timeout=10)
+        assert ready.status_code == 200 and ready.json()["gateway"] == "reachable" and "version" in ready.json()
+        assert requests.get(server.root + "/healthz", timeout=10).json() == {"status": "ok"}
+        before = requests.post(server.root + "/refresh", headers={"X-API-Key": DEMO_KEY}, timeout=10).json()
+        sandbox.add_action({"name": "published-now", "description": "new", "inputSchema": {"type": "object"}})
+        after = requests.post(server.root + "/refresh", headers={"X-API-Key": DEMO_KEY}, timeout=10).json()
+        assert after["actions"] == before["actions"] + 1 and after["etag"] != before["etag"]
+        assert requests.post(server.root + "/refresh", timeout=10).status_code == 401
+    finally:
+        server.stop()
+    dead = HttpServer(f"http://127.0.0.1:{free_port()}/api/builder/v1", "--http-workers", "1")
+    try:
+        unavailable = requests.get(dead.root + "/readyz", timeout=10)
+        assert unavailable.status_code == 503 and unavailable.json()["gateway"] == "unreachable"
+    finally:
+        dead.stop()
