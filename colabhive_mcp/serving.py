@@ -19,6 +19,7 @@ from .logs import log
 
 SECRET_ENV = "COLABHIVE_SESSION_SECRET"
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+RELAY_ENV = "COLABHIVE_CANCEL_RELAY_DIR"  # cancellations between the workers of one instance
 
 
 def gunicorn_settings(config: Config) -> dict[str, Any]:
@@ -90,6 +91,7 @@ def share_session_secret(config: Config) -> Config:
 def export(config: Config) -> Config:
     """Put the configuration where the worker processes will find it: this process's environment."""
     prepare_metrics_dir()
+    os.environ.setdefault(RELAY_ENV, tempfile.mkdtemp(prefix="colabhive-mcp-cancel-"))
     config = share_session_secret(config)
     os.environ.update(environment(config))
     return config

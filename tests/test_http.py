@@ -534,3 +534,31 @@ def test_a_request_can_narrow_the_tool_set_but_never_widen_it(gateway_sandbox):
         assert refused["isError"] and "read-only" in refused["content"][0]["text"]
     finally:
         server.stop()
+
+
+def test_a_cancellation_reaching_another_worker_still_stops_the_call(gateway_sandbox, sandbox, journal, tmp_path):
+    relay = {"COLABHIVE_CANCEL_RELAY_DIR": str(tmp_path)}  # what the workers of one instance share
+    first = HttpServer(gateway_sandbox.url, "--http-workers", "1", env=relay)
+    second = HttpServer(gateway_sandbox.url, "--http-workers", "1", env=relay)
+    try:
+        session = initialize(first.url)
+        answers = []
+        call = threading.Thread(target=lambda: answers.append(rpc(
+            first.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 60},
+                                      "_meta": {"progressToken": 1}}, session=session, id_=77)))
+        call.start()
+        deadline = time.monotonic() + 10
+        while not journal("poll") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sent = time.time()
+        cancel = post(second.url, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 77}},
+                      **{"Mcp-Session-Id": session})
+        assert cancel.status_code == 202
+        while not journal("cancel") and time.monotonic() < deadline + 5:
+            time.sleep(0.05)
+        assert journal("cancel") and journal("cancel")[0]["t"] - sent < 1.5
+        call.join(10)
+        assert not any('"id":77' in line for line in answers[0].text.splitlines())  # no answer for it
+    finally:
+        first.stop()
+        second.stop()

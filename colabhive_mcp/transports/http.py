@@ -13,6 +13,7 @@ import base64
 import binascii
 import contextlib
 import hmac
+import os
 import queue
 import secrets
 import select
@@ -40,12 +41,14 @@ from ..sessions import SessionCodec
 from ..signing import key_binding
 from ..tenant import Tenant
 from .events import EventStore, StreamLog
+from .relay import CancelRelay
 
 JSON = "application/json"
 SSE = "text/event-stream"
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DISCONNECT_CHECK_S = 0.5
+RELAY_ENV = "COLABHIVE_CANCEL_RELAY_DIR"  # set by `serve` for the workers of one instance
 READINESS_TTL_S = 5.0
 READINESS_TIMEOUT_S = 2.0
 RETRY_MS = 1000  # how long a client waits before it reconnects to a handed-over stream
@@ -88,6 +91,9 @@ class McpApp:
         self._sse_sessions: dict[str, _LegacySseSession] = {}
         self._lock = threading.Lock()
         self._readiness = (float("-inf"), False)  # (checked at, gateway reachable)
+        relay_dir = os.environ.get(RELAY_ENV)
+        self.relay = CancelRelay(relay_dir, lambda session_id, request_id: self.core.cancel(
+            Session(id=session_id), request_id)) if relay_dir else None
 
     def drain(self) -> None:
         """Shutting down: stop every call in flight (upstream too) and answer it with an error."""
@@ -268,6 +274,8 @@ class McpApp:
         if not (isinstance(message, dict) and "id" in message and "method" in message):
             with self._tenant(api_key) as tenant:
                 answer = self.core.handle(message, tenant=tenant, session=session)
+            if self.relay is not None and _cancelled_request(message) is not None:
+                self.relay.publish(session.id, _cancelled_request(message))  # the call may run in another worker
             return Response(status=202) if answer is None else _json(answer, _status(answer, STATUS_BY_CODE))
         resumable = self.events is not None and session.version >= "2025-11-25"
         stream = _wants_stream(message, accepts, session.log_level) or (
@@ -525,6 +533,15 @@ def _narrowing(request: Request) -> Policy | None:
     if not globs and read_only not in ("1", "true", "yes", "on"):
         return None
     return Policy(allow=globs or ("*",), read_only=read_only in ("1", "true", "yes", "on"))
+
+
+def _cancelled_request(message: Any) -> Any:
+    """The request id a ``notifications/cancelled`` names, if the message is one."""
+    if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        return request_id if jsonrpc.is_valid_id(request_id) else None
+    return None
 
 
 def _is_modern(message: Any) -> bool:
