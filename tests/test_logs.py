@@ -22,6 +22,8 @@ def run_session(sandbox, tmp_path, *extra):
             peer.request("tools/list")
             peer.request("tools/call", {"name": "echo", "arguments": {"text": "hello"}})
             peer.request("tools/call", {"name": "batch-report", "arguments": {"seconds": 1.5}})
+            refused = peer.request("tools/call", {"name": "crm-create-contact", "arguments": {"name": PLANTED}})
+            assert refused["result"]["isError"] and PLANTED not in json.dumps(refused)  # a key in arguments
             sandbox.faults.add(route="invoke", kind="status", status=500,
                                body={"detail": f"key {PLANTED} is not allowed"})
             failed = peer.request("tools/call", {"name": "hive-chat", "arguments": {"prompt": "x"}})
