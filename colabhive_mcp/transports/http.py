@@ -4,7 +4,8 @@
 tenant comes from each request's key (or the configured key in single-tenant mode), and a
 legacy session id is a signed token any worker can verify (:mod:`colabhive_mcp.sessions`).
 
-Routes: ``/mcp`` (POST, GET, DELETE), ``/sse`` + ``/messages`` (2024-11-05), ``/healthz``.
+Routes: ``/mcp`` (POST, GET, DELETE), ``/sse`` + ``/messages`` (2024-11-05), and for operators
+``/healthz``, ``/readyz``, ``/metrics`` and ``POST /refresh``.
 """
 
 from __future__ import annotations
@@ -274,8 +275,9 @@ class McpApp:
         if not (isinstance(message, dict) and "id" in message and "method" in message):
             with self._tenant(api_key) as tenant:
                 answer = self.core.handle(message, tenant=tenant, session=session)
-            if self.relay is not None and _cancelled_request(message) is not None:
-                self.relay.publish(session.id, _cancelled_request(message))  # the call may run in another worker
+            cancelled_id = _cancelled_request(message)
+            if self.relay is not None and cancelled_id is not None:
+                self.relay.publish(session.id, cancelled_id)  # the call may run in another worker
             return Response(status=202) if answer is None else _json(answer, _status(answer, STATUS_BY_CODE))
         resumable = self.events is not None and session.version >= "2025-11-25"
         stream = _wants_stream(message, accepts, session.log_level) or (
