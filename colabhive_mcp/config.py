@@ -163,6 +163,12 @@ class Config:
         "off", _choice("off", "ask", "require"), "ask the user (MCP elicitation) before a tool with side effects "
         "runs: off, ask (when the client can), require (refuse when it cannot)", env="COLABHIVE_CONFIRM_SIDE_EFFECTS",
         metavar="POLICY")
+    tenant_max_concurrent: int = _setting(
+        32, _number(int, 0, 100000), "tool calls one key may have running at once (0: no limit)",
+        env="COLABHIVE_TENANT_MAX_CONCURRENT")
+    tenant_calls_per_minute: int = _setting(
+        600, _number(int, 0, 10_000_000), "tool calls one key may start per minute (0: no limit)",
+        env="COLABHIVE_TENANT_CALLS_PER_MINUTE")
     sync_timeout: int = _setting(
         1, _number(int, 1, 300), "seconds the gateway may hold an invoke before answering 'queued'",
         env="COLABHIVE_SYNC_TIMEOUT")

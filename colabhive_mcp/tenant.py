@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from typing import Any, Callable
 
 from . import content, metrics
@@ -42,6 +43,9 @@ class Tenant:
         self.policy = Policy.from_config(config)
         self.backoff = Backoff(initial=config.poll_initial, maximum=config.poll_max_interval)
         self._catalogs: dict[str, Catalog] = {}  # per client profile, for the current manifest
+        self._running = 0
+        self._started: deque[float] = deque()  # start times of the calls of the last minute
+        self._limits = threading.Lock()
 
     def close(self) -> None:
         self.gateway.close()
@@ -102,6 +106,38 @@ class Tenant:
         stop = gate(tool, arguments) if gate is not None else None
         if stop is not None:
             return stop
+        refused = self._admit()
+        if refused is not None:
+            metrics.ERRORS.labels("tenant_limit").inc()
+            return content.error_result(refused)
+        try:
+            return self._run_tool(catalog, tool, name, arguments, version, cancelled, on_update, profile)
+        finally:
+            with self._limits:
+                self._running -= 1
+
+    def _admit(self) -> str | None:
+        """Take a place for one more call, or say which of this key's limits it would break."""
+        now = time.monotonic()
+        with self._limits:
+            while self._started and now - self._started[0] > 60:
+                self._started.popleft()
+            limit, per_minute = self.config.tenant_max_concurrent, self.config.tenant_calls_per_minute
+            if limit and self._running >= limit:
+                return (f"This API key already has {self._running} ColabHive calls running (the limit is {limit}); "
+                        "try again when one finishes.")
+            if per_minute and len(self._started) >= per_minute:
+                wait = 60 - (now - self._started[0])
+                return (f"This API key started {per_minute} ColabHive calls in the last minute (the limit); "
+                        f"try again in {wait:.0f} s.")
+            self._running += 1
+            self._started.append(now)
+        return None
+
+    def _run_tool(self, catalog: Catalog, tool: Tool, name: str, arguments: dict[str, Any], version: str,
+                  cancelled: threading.Event, on_update: Callable[[dict[str, Any]], None] | None,
+                  profile: Profile) -> dict[str, Any] | None:
+        """Run an admitted call: a built-in, or invoke and follow; log, count and fit its result."""
         if tool.name == SEARCH_TOOLS:
             found = search(catalog.exposed, arguments["query"], arguments.get("limit", DEFAULT_MATCHES))
             return {"content": [content.text(found)]}

@@ -36,6 +36,7 @@ from colabhive_mcp.tenant import Tenant  # noqa: E402
 from tests.http_server import HttpServer  # noqa: E402
 
 BIG_TOOLS = 300
+NO_LIMITS = {"COLABHIVE_TENANT_MAX_CONCURRENT": "0", "COLABHIVE_TENANT_CALLS_PER_MINUTE": "0"}  # one key drives it all
 MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                "io.modelcontextprotocol/clientCapabilities": {}}
 
@@ -76,7 +77,7 @@ def bench_overhead_stdio(sandbox: Sandbox, count: int) -> dict[str, Any]:
     direct = requests.Session()
     direct.headers["X-API-Key"] = DEMO_KEY
     peer = StdioPeer([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url,
-                      "--log-level", "error"], env={**os.environ, "COLABHIVE_API_KEY": DEMO_KEY})
+                      "--log-level", "error"], env={**os.environ, **NO_LIMITS, "COLABHIVE_API_KEY": DEMO_KEY})
     try:
         peer.initialize()
         call = {"name": "echo", "arguments": {"text": "x"}}
@@ -119,7 +120,7 @@ def bench_overhead_http(sandbox: Sandbox, server: HttpServer, count: int) -> dic
 
 
 def bench_tools_list(sandbox: Sandbox, count: int) -> dict[str, Any]:
-    config = Config(api_url=sandbox.url, api_key=DEMO_KEY, log_level="error")
+    config = Config(api_url=sandbox.url, api_key=DEMO_KEY, log_level="error", tenant_calls_per_minute=0)
     server, tenant = Server(config), Tenant(config, DEMO_KEY)
     session = Session(id="bench")
     server.handle({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -291,7 +292,7 @@ def main() -> int:
         results["polls_for_job"] = bench_polls(sandbox, 5 if args.quick else 60)
         results["tenancy"] = bench_tenancy(sandbox, 8 if args.quick else 64)
         server = HttpServer(sandbox.url, "--http-workers", "2", "--http-threads", "64" if args.quick else "600",
-                            "--log-level", "error")
+                            "--log-level", "error", env=NO_LIMITS)
         try:
             results["overhead_http"] = bench_overhead_http(sandbox, server, n)
             results["throughput_8_clients"] = bench_throughput(sandbox, server, 8, 2 if args.quick else 15)
