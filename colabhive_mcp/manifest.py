@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import metrics
+from . import metrics, shared
 from .gateway import Gateway, GatewayError
 from .logs import log
 
@@ -23,13 +23,17 @@ RETRY_AFTER_FAILURE_S = 5.0
 
 @dataclass(frozen=True)
 class Manifest:
-    """One version of a tenant's manifest."""
+    """One version of a tenant's manifest; identical entries are shared with other tenants."""
 
     entries: tuple[dict[str, Any], ...]
     etag: str | None
+    digests: tuple[str, ...] = field(init=False, repr=False, compare=False)
     by_slug: dict[str, dict[str, Any]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        pairs = [shared.entry(e) for e in self.entries]
+        object.__setattr__(self, "digests", tuple(d for d, _ in pairs))
+        object.__setattr__(self, "entries", tuple(e for _, e in pairs))
         object.__setattr__(self, "by_slug", {e["name"]: e for e in self.entries})
 
 

@@ -17,6 +17,7 @@ from jsonschema.exceptions import SchemaError
 
 from .manifest import Manifest
 from .policy import Policy, side_effects
+from . import shared
 from .profiles import Profile
 from .schemas import portable
 
@@ -166,23 +167,33 @@ class Catalog:
     by_slug: dict[str, Tool] = field(init=False)
     exposed: list[Tool] = field(init=False)
     shown: list[Tool] = field(init=False)
+    _digests: dict[str, str] = field(init=False, repr=False)
     _listings: dict[str, list[dict[str, Any]]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.by_name = {}
-        for entry in self.manifest.entries:
+        self._digests: dict[str, str] = {}
+        for digest, entry in zip(self.manifest.digests, self.manifest.entries):
             name = tool_name(entry["name"], self.profile.name_max)
-            if name in self.by_name:
-                continue  # a duplicate slug: the first entry wins
-            self.by_name[name] = Tool(name, entry, build_definition(entry, name, self.profile.strict_schemas),
-                                      self.policy.refusal(entry))
+            if name not in self.by_name:  # a duplicate slug: the first entry wins
+                self._add(Tool(name, entry, self._definition(digest, entry, name), self.policy.refusal(entry)),
+                          digest)
         self.by_slug = {t.slug: t for t in self.by_name.values()}
         for entry in self.builtins:
-            name = entry["name"]
-            self.by_name[name] = Tool(name, entry, build_definition(entry, name, self.profile.strict_schemas),
-                                      self.policy.refusal(entry, builtin=True), builtin=True)
+            digest = shared.digest(entry)
+            self._add(Tool(entry["name"], entry, self._definition(digest, entry, entry["name"]),
+                           self.policy.refusal(entry, builtin=True), builtin=True), digest)
         self.exposed = sorted((t for t in self.by_name.values() if t.refusal is None), key=lambda t: t.name)
         self.shown = self._shown()
+
+    def _add(self, tool: Tool, digest: str) -> None:
+        self.by_name[tool.name] = tool
+        self._digests[tool.name] = digest
+
+    def _definition(self, digest: str, entry: dict[str, Any], name: str) -> dict[str, Any]:
+        """Built once per process for an entry, name and strictness, whichever tenant asks."""
+        strict = self.profile.strict_schemas
+        return shared.built((digest, name, strict), lambda: build_definition(entry, name, strict))
 
     def _shown(self) -> list[Tool]:
         """What ``tools/list`` shows: everything, or — past the profile's cap — the built-ins
@@ -199,6 +210,9 @@ class Catalog:
         listing = self._listings.get(version)
         if listing is None:
             fields = TOOL_FIELDS[version]
-            listing = [{k: t.definition[k] for k in fields if k in t.definition} for t in self.shown]
+            strict = self.profile.strict_schemas
+            listing = [shared.built((self._digests[t.name], t.name, strict, version),
+                                    lambda t=t: {k: t.definition[k] for k in fields if k in t.definition})
+                       for t in self.shown]
             self._listings[version] = listing  # a racing thread builds the same list: harmless
         return listing
