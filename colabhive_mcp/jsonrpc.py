@@ -6,6 +6,7 @@ Nothing here knows about MCP methods; :mod:`colabhive_mcp.protocol` does.
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 PARSE_ERROR = -32700
@@ -47,9 +48,32 @@ def decode(raw: bytes | str) -> Any:
         raise JsonRpcError(PARSE_ERROR, f"Parse error: {_short(exc)}") from None
 
 
+class EncodedList(list):
+    """A list that also keeps its own JSON encoding (a warm tool list is encoded once, not per request)."""
+
+    def __init__(self, items: list[Any]) -> None:
+        super().__init__(items)
+        self.raw = _dumps(items)
+
+
+_SPLICE = "\u0000" + secrets.token_hex(16)  # unguessable: no client-chosen string can collide with it
+
+
 def encode(message: Any) -> bytes:
-    """Serialise a message compactly as UTF-8 (never contains a raw newline)."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """Serialise a message compactly as UTF-8 (never contains a raw newline).
+
+    A result's ``tools`` that is an :class:`EncodedList` is spliced in as it was encoded.
+    """
+    result = message.get("result") if isinstance(message, dict) else None
+    tools = result.get("tools") if isinstance(result, dict) else None
+    if isinstance(tools, EncodedList):
+        shell = _dumps({**message, "result": {**result, "tools": _SPLICE}})
+        return shell.replace(json.dumps(_SPLICE), tools.raw, 1).encode("utf-8")
+    return _dumps(message).encode("utf-8")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def is_valid_id(value: Any) -> bool:

@@ -382,7 +382,8 @@ class Server:
         fingerprint = _fingerprint(catalog.manifest.etag, len(listing))
         start = _read_cursor(request.params.get("cursor"), fingerprint)
         end = start + self.config.tools_page_size
-        result: dict[str, Any] = {"tools": listing[start:end]}
+        whole = start == 0 and end >= len(listing)  # the common case: the cached, pre-encoded list as it is
+        result: dict[str, Any] = {"tools": listing if whole else listing[start:end]}
         if end < len(listing):
             result["nextCursor"] = _make_cursor(end, fingerprint)
         if request.modern:

@@ -18,6 +18,7 @@ from jsonschema.exceptions import SchemaError
 from .manifest import Manifest
 from .policy import Policy, side_effects
 from . import shared
+from .jsonrpc import EncodedList
 from .profiles import Profile
 from .schemas import portable
 
@@ -211,8 +212,8 @@ class Catalog:
         if listing is None:
             fields = TOOL_FIELDS[version]
             strict = self.profile.strict_schemas
-            listing = [shared.built((self._digests[t.name], t.name, strict, version),
-                                    lambda t=t: {k: t.definition[k] for k in fields if k in t.definition})
-                       for t in self.shown]
+            listing = EncodedList([shared.built((self._digests[t.name], t.name, strict, version),
+                                                lambda t=t: {k: t.definition[k] for k in fields if k in t.definition})
+                                   for t in self.shown])
             self._listings[version] = listing  # a racing thread builds the same list: harmless
         return listing

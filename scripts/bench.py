@@ -27,7 +27,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from colabhive_mcp import logs  # noqa: E402
+from colabhive_mcp import jsonrpc, logs  # noqa: E402
 from colabhive_mcp.config import Config  # noqa: E402
 from colabhive_mcp.demo import StdioPeer  # noqa: E402
 from colabhive_mcp.protocol import Server, Session  # noqa: E402
@@ -128,10 +128,10 @@ def bench_tools_list(sandbox: Sandbox, count: int) -> dict[str, Any]:
         tenant=tenant, session=session)
     request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     answer = server.handle(request, tenant=tenant, session=session)  # warm
-    size = len(json.dumps(answer, separators=(",", ":")).encode())
+    size = len(jsonrpc.encode(answer))
 
-    def listing() -> None:
-        json.dumps(server.handle(request, tenant=tenant, session=session), separators=(",", ":"))
+    def listing() -> None:  # what a transport does: handle, then encode
+        jsonrpc.encode(server.handle(request, tenant=tenant, session=session))
 
     result = percentiles(timed(listing, count))
     return {"tools": len(answer["result"]["tools"]), "bytes": size, "server_ms": result}

@@ -122,3 +122,15 @@ def test_an_invalid_schema_leaves_validation_to_the_gateway():
 
 def test_the_built_in_prefix_is_reserved():
     assert tool_name("colabhive__get_invocation", 48) != "colabhive__get_invocation"
+
+
+def test_a_listing_keeps_its_encoding_and_a_message_splices_it_in_unchanged():
+    import json
+
+    from colabhive_mcp import jsonrpc
+
+    entries = (entry("zeta", displayName="Zêta ✓"), entry("alpha"))
+    listing = Catalog(Manifest(entries, None), Policy(), Profile("test")).listing("2025-11-25")
+    message = {"jsonrpc": "2.0", "id": "x", "result": {"tools": listing, "nextCursor": "c"}}
+    assert json.loads(jsonrpc.encode(message)) == json.loads(json.dumps(message))
+    assert b"\n" not in jsonrpc.encode(message)
