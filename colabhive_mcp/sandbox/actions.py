@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -72,12 +72,13 @@ class Action:
 
 
 def custom_action(
-    entry: dict[str, Any], keys: list[str] | None = None, result: Any = None, seconds: float = 0.0
+    entry: dict[str, Any], keys: list[str] | None = None, result: Any = None, seconds: float = 0.0,
+    known: Collection[str] = DEMO_KEYS,
 ) -> Action:
     """An action added at run time: answers ``result`` (None: echoes its arguments) after ``seconds``.
 
     Raises ValueError for an entry without a string ``name``, an invalid ``inputSchema`` or a key
-    that is not a demo key. Names may hold any character ("/" too): clients send them URL-quoted.
+    that is not a ``known`` key. Names may hold any character ("/" too): clients send them URL-quoted.
     """
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
         raise ValueError("entry must be an object with a non-empty string 'name'")
@@ -85,9 +86,9 @@ def custom_action(
         Draft202012Validator.check_schema(entry.get("inputSchema", {}))
     except SchemaError as exc:
         raise ValueError(f"invalid inputSchema: {exc.message}") from exc
-    unknown = set(keys or ()) - set(DEMO_KEYS)
+    unknown = set(keys or ()) - set(known)
     if unknown:
-        raise ValueError(f"not demo keys: {sorted(unknown)}")
+        raise ValueError(f"unknown keys: {sorted(unknown)}")
     return Action(
         entry=copy.deepcopy(entry),
         run=(lambda args: args) if result is None else (lambda args: copy.deepcopy(result)),

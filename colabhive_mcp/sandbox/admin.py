@@ -16,6 +16,7 @@ ADMIN_RULES = [
     Rule("/_sandbox/reset", endpoint="admin.reset", methods=["POST"]),
     Rule("/_sandbox/faults", endpoint="admin.faults", methods=["GET", "POST", "DELETE"]),
     Rule("/_sandbox/actions", endpoint="admin.add_action", methods=["POST"]),
+    Rule("/_sandbox/keys", endpoint="admin.add_key", methods=["POST"]),
     Rule("/_sandbox/actions/<path:slug>", endpoint="admin.remove_action", methods=["DELETE"]),
 ]
 
@@ -55,6 +56,12 @@ def _add_action(state: SandboxState, request: Request) -> Response:
     return json_response(request, {"added": entry["name"]}, 201)
 
 
+def _add_key(state: SandboxState, request: Request) -> Response:
+    """Body: ``{"key": "hive_..."}``; the key is accepted until the next reset."""
+    state.add_key(_object(request).get("key"))
+    return Response(status=204)
+
+
 def _remove_action(state: SandboxState, request: Request, slug: str) -> Response:
     if not state.registry.remove(slug):
         return error_response(request, 404, f"no action named {slug!r}")
@@ -67,6 +74,7 @@ _HANDLERS: dict[str, Callable[..., Response]] = {
     "admin.faults": _faults,
     "admin.add_action": _add_action,
     "admin.remove_action": _remove_action,
+    "admin.add_key": _add_key,
 }
 
 

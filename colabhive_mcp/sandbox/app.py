@@ -13,7 +13,7 @@ from werkzeug.wrappers import Request, Response
 
 from . import admin
 from .actions import Action
-from .contract import API_PREFIX, DEMO_KEYS, fingerprint
+from .contract import API_PREFIX, fingerprint
 from .faults import DropConnection, Fault, drop_connection
 from .invocations import TERMINAL, Invocation
 from .registry import CursorError
@@ -124,7 +124,7 @@ class SandboxApp:
             injected = fault.strike(stopping)
             if injected is not None:
                 return injected
-        if call.key not in DEMO_KEYS:
+        if call.key not in self.state.keys:
             return error_response(call.request, 401, "missing or unknown X-API-Key")
         response = self._routes[call.route](call, **values)
         if fault is not None and fault.after:

@@ -61,9 +61,13 @@ class Sandbox:
     def add_action(
         self, entry: dict[str, Any], keys: list[str] | None = None, *, result: Any = None, seconds: float = 0.0
     ) -> None:
-        """Add or replace an action seen by ``keys`` (None: every demo key). It answers ``result``
+        """Add or replace an action seen by ``keys`` (None: every key). It answers ``result``
         (None: its own arguments) after ``seconds``."""
         self.app.state.add_action(entry, keys, result, seconds)
+
+    def add_key(self, key: str) -> None:
+        """Accept one more API key (``hive_...``) until the next reset; it sees the public actions."""
+        self.app.state.add_key(key)
 
     def remove_action(self, slug: str) -> bool:
         """Remove an action; False if there was none."""

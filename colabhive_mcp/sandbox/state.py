@@ -8,6 +8,7 @@ from typing import Any
 
 from .actions import custom_action
 from .catalogue import default_actions
+from .contract import DEMO_KEYS
 from .coldstart import ColdStarts
 from .faults import Faults
 from .invocations import Invocations
@@ -38,15 +39,23 @@ class SandboxState:
         self.journal = Journal()
         self.faults = Faults()
         self.stopping = threading.Event()  # ends held requests and injected waits early
+        self.keys: set[str] = set(DEMO_KEYS)  # the API keys the gateway accepts
+
+    def add_key(self, key: str) -> None:
+        """Accept one more API key: it sees every public action, and actions added for it."""
+        if not isinstance(key, str) or not key.startswith("hive_") or not key.isprintable() or len(key) > 200:
+            raise ValueError("a key is a printable string starting with 'hive_'")
+        self.keys.add(key)
 
     def add_action(
         self, entry: dict[str, Any], keys: list[str] | None = None, result: Any = None, seconds: float = 0.0
     ) -> None:
         """Add or replace an action (see ``actions.custom_action``); the manifest ETag changes."""
-        self.registry.add(custom_action(entry, keys, result, seconds))
+        self.registry.add(custom_action(entry, keys, result, seconds, self.keys))
 
     def reset(self) -> None:
-        """Forget journal, faults, invocations and model states; restore the default catalogue."""
+        """Forget journal, faults, invocations, model states and added keys; restore the catalogue."""
+        self.keys = set(DEMO_KEYS)
         self.registry.restore()
         self.invocations.clear()
         self.cold_starts.clear()

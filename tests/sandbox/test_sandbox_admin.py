@@ -80,3 +80,27 @@ def test_reset_restores_everything(sb: Sandbox, alpha: Any) -> None:
     assert sb.journal_entries() == [] and sb.faults.pending() == []
     assert alpha.poll(invocation_id).status_code == 404
     assert alpha.get("/mcp/manifest").headers["ETag"] == etag
+
+
+def test_added_keys_see_public_actions_and_their_own_until_reset(sb: Sandbox) -> None:
+    def slugs(key: str) -> set[str] | int:
+        response = requests.get(f"{sb.url}/mcp/manifest", headers={"X-API-Key": key}, params={"limit": 500}, timeout=5)
+        if response.status_code != 200:
+            return response.status_code
+        page, names = response.json(), set()
+        while True:
+            names |= {entry["name"] for entry in page["tools"]}
+            if not page.get("nextCursor"):
+                return names
+            page = requests.get(f"{sb.url}/mcp/manifest", headers={"X-API-Key": key},
+                                params={"cursor": page["nextCursor"]}, timeout=5).json()
+
+    assert slugs("hive_extra_1") == 401
+    assert requests.post(f"{sb.root_url}/_sandbox/keys", json={"key": "hive_extra_1"}, timeout=5).status_code == 204
+    assert requests.post(f"{sb.root_url}/_sandbox/keys", json={"key": "nope"}, timeout=5).status_code == 400
+    sb.add_action({"name": "only-extra", "inputSchema": {"type": "object"}}, ["hive_extra_1"])
+    extra = slugs("hive_extra_1")
+    assert "only-extra" in extra and "echo" in extra
+    assert "only-extra" not in slugs(DEMO_KEY)
+    sb.reset()
+    assert slugs("hive_extra_1") == 401
