@@ -150,7 +150,8 @@ class Gateway:
         """Send one request, retrying connection failures and 502/503/504 with backoff.
 
         Every route the client uses is safe to retry: GETs are idempotent, ``:invoke``
-        carries an ``Idempotency-Key`` and ``:cancel`` is idempotent by nature.
+        carries an ``Idempotency-Key`` and ``:cancel`` is idempotent by nature. Redirects are
+        never followed (the key would go with them to wherever they point): a 3xx is an error.
         """
         url = self.base_url + path
         route = metrics.upstream_route(method, path)
@@ -158,10 +159,11 @@ class Gateway:
             last = attempt == self.retries
             started = time.perf_counter()
             try:
-                response = self.session.request(method, url, timeout=timeout or self.timeout, **kwargs)
+                response = self.session.request(method, url, timeout=timeout or self.timeout,
+                                                allow_redirects=False, **kwargs)
                 metrics.UPSTREAM.labels(route, str(response.status_code)).inc()
                 metrics.UPSTREAM_LATENCY.labels(route).observe(time.perf_counter() - started)
-                if response.status_code < 400 or response.status_code == 304:
+                if response.status_code < 300 or response.status_code == 304:
                     _ = response.content  # read the body now, so a broken stream is retried here
                     return response
                 error = _error(response)

@@ -164,6 +164,18 @@ def test_slugs_and_ids_cannot_leave_their_path_segment(gateway):
 
 
 @responses.activate
+def test_a_poll_url_or_a_redirect_never_takes_the_key_to_another_host(gateway):
+    responses.post(BASE + "/actions/echo:invoke", status=202,
+                   json=invocation("queued", poll_url="https://evil.example/steal"))
+    responses.get(BASE + "/invocations/inv_1", status=302, headers={"Location": "https://evil.example/steal"})
+    responses.get("https://evil.example/steal", json=invocation())
+    gateway.invoke("echo", {})
+    with pytest.raises(GatewayError, match="302"):
+        gateway.get_invocation("inv_1")
+    assert [c.request.url for c in responses.calls] == [BASE + "/actions/echo:invoke", BASE + "/invocations/inv_1"]
+
+
+@responses.activate
 def test_cancel_without_a_route_is_none(gateway):
     responses.post(BASE + "/invocations/inv_1:cancel", status=405)
     assert gateway.cancel("inv_1") is None
