@@ -10,9 +10,8 @@ import json
 import math
 from typing import Any
 
-import jsonschema
-
 from .logs import log
+from .schemas import Check
 
 EMBEDDING_PREVIEW = 8
 # Content block types each protocol revision knows.
@@ -38,11 +37,11 @@ def pending_result(invocation: dict[str, Any], tool_name: str, hint: str) -> dic
 
 
 def tool_result(invocation: dict[str, Any], tool_name: str, version: str,
-                output_schema: dict[str, Any] | None = None) -> dict[str, Any]:
+                output_check: Check | None = None) -> dict[str, Any]:
     """The ``CallToolResult`` for a terminal invocation, as ``version`` can carry it."""
     status = invocation.get("status")
     if status in ("succeeded", "completed"):
-        result = success_result(invocation.get("result"), output_schema, tool_name)
+        result = success_result(invocation.get("result"), output_check, tool_name)
     elif status == "cancelled":
         result = error_result(f"Tool {tool_name!r} was cancelled before it finished.")
     else:
@@ -50,23 +49,22 @@ def tool_result(invocation: dict[str, Any], tool_name: str, version: str,
     return for_version(result, version)
 
 
-def success_result(value: Any, output_schema: dict[str, Any] | None, tool_name: str) -> dict[str, Any]:
+def success_result(value: Any, output_check: Check | None, tool_name: str) -> dict[str, Any]:
     """Content blocks for every result shape of the gateway contract."""
     if isinstance(value, dict) and isinstance(value.get("content"), list):
         return _native(value)
     blocks = _blocks(value)
     result: dict[str, Any] = {"content": blocks}
-    if output_schema is None:
+    if output_check is None:
         return result
     if not isinstance(value, dict) or any(key.endswith("_b64") for key in value):
         problem = "it is not a JSON object" if not isinstance(value, dict) else "it carries binary data"
     else:
-        try:
-            jsonschema.validate(value, output_schema)
+        problems = output_check.problems(value)
+        if not problems:
             result["structuredContent"] = value  # with its JSON text above, for clients that read text only
             return result
-        except (jsonschema.ValidationError, jsonschema.SchemaError) as exc:
-            problem = exc.message
+        problem = problems[0]
     # A tool with an outputSchema must return matching structured content; clients reject less.
     log.bind(tool=tool_name, error=problem).warning("result.output_schema_mismatch")
     notice = text(f"(The action's result does not match the output schema {tool_name!r} declares: {problem}.)")

@@ -8,13 +8,12 @@ message and the ``Retry-After`` hint.
 from __future__ import annotations
 
 import email.utils
+import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-import requests
 
 from . import __version__, metrics
 from .logs import key_id, log, redact
@@ -22,6 +21,9 @@ from .logs import key_id, log, redact
 RETRY_STATUSES = frozenset({502, 503, 504})
 TERMINAL = frozenset({"succeeded", "completed", "failed", "cancelled"})
 MAX_MANIFEST_PAGES = 1000
+
+if TYPE_CHECKING:
+    import requests
 
 
 class GatewayError(Exception):
@@ -61,18 +63,31 @@ class Gateway:
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
-        self.session = session or requests.Session()
-        self.session.headers.update({
+        self.headers = {
             "X-API-Key": api_key,
             "User-Agent": f"colabhive-mcp/{__version__}",
             "Accept": "application/json",
             "Accept-Encoding": "gzip",
-        })
-        if account_id:
-            self.session.headers["X-Account-ID"] = account_id
+            **({"X-Account-ID": account_id} if account_id else {}),
+        }
+        self._session = session
+        if session is not None:
+            session.headers.update(self.headers)
+        self._session_lock = threading.Lock()
+
+    @property
+    def session(self) -> requests.Session:
+        """The tenant's connection pool, made on first use (``requests`` is not imported at start-up)."""
+        if self._session is None:
+            with self._session_lock:
+                if self._session is None:
+                    self._session = _http().Session()
+                    self._session.headers.update(self.headers)
+        return self._session
 
     def close(self) -> None:
-        self.session.close()
+        if self._session is not None:
+            self._session.close()
 
     # -- contract -------------------------------------------------------------------------
 
@@ -167,11 +182,11 @@ class Gateway:
                     _ = response.content  # read the body now, so a broken stream is retried here
                     return response
                 error = _error(response)
-            except requests.Timeout:
+            except _http().Timeout:
                 metrics.UPSTREAM.labels(route, "timeout").inc()
                 raise GatewayError(f"the gateway did not answer within {timeout or self.timeout:g} s") from None
-            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError,
-                    requests.exceptions.ContentDecodingError) as exc:
+            except (_http().ConnectionError, _http().exceptions.ChunkedEncodingError,
+                    _http().exceptions.ContentDecodingError) as exc:
                 metrics.UPSTREAM.labels(route, "connection_error").inc()
                 error = GatewayError(f"cannot reach the gateway: {_reason(exc)}")
             if last or not (error.status is None or error.status in RETRY_STATUSES):
@@ -185,6 +200,13 @@ class Gateway:
 
 class _ChangedMidway(Exception):
     """The manifest's ETag changed between two pages."""
+
+
+def _http() -> Any:
+    """The ``requests`` module: imported by the first gateway request, so stdio starts fast."""
+    import requests
+
+    return requests
 
 
 def _segment(value: str) -> str:

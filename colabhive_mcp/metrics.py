@@ -7,24 +7,48 @@ from __future__ import annotations
 
 import os
 import threading
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from typing import Any
 
 MAX_TOOL_LABELS = 1000
 LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
+METRICS = ("TOOL_CALLS", "TOOL_LATENCY", "POLLS", "IN_FLIGHT", "ERRORS", "TENANTS", "UPSTREAM", "UPSTREAM_LATENCY",
+           "MANIFEST")
 
-TOOL_CALLS = Counter("mcp_tool_calls_total", "Tool calls, by tool and outcome", ["tool", "status"])
-TOOL_LATENCY = Histogram("mcp_tool_latency_seconds", "Time from tools/call to its answer", buckets=LATENCY_BUCKETS)
-POLLS = Histogram("mcp_polls_per_call", "Upstream polls one tool call needed", buckets=(0, 1, 2, 3, 5, 8, 13, 21, 34, 55))
-IN_FLIGHT = Gauge("mcp_calls_in_flight", "Tool calls running now", multiprocess_mode="livesum")
-ERRORS = Counter("mcp_errors_total", "Errors, by kind", ["kind"])
-TENANTS = Gauge("mcp_tenants_resident", "Tenants (API keys) held in the pool", multiprocess_mode="livesum")
-UPSTREAM = Counter("colabhive_upstream_requests_total", "Requests to the Builder Gateway", ["route", "status"])
-UPSTREAM_LATENCY = Histogram("colabhive_upstream_latency_seconds", "Builder Gateway response time", ["route"],
-                             buckets=LATENCY_BUCKETS)
-MANIFEST = Counter("mcp_manifest_requests_total", "Manifest cache lookups: hit, fetched, not_modified, stale, error",
-                   ["result"])
+
+def _define() -> dict[str, Any]:
+    from prometheus_client import Counter, Gauge, Histogram
+
+    return {
+        "TOOL_CALLS": Counter("mcp_tool_calls_total", "Tool calls, by tool and outcome", ["tool", "status"]),
+        "TOOL_LATENCY": Histogram("mcp_tool_latency_seconds", "Time from tools/call to its answer",
+                                  buckets=LATENCY_BUCKETS),
+        "POLLS": Histogram("mcp_polls_per_call", "Upstream polls one tool call needed",
+                           buckets=(0, 1, 2, 3, 5, 8, 13, 21, 34, 55)),
+        "IN_FLIGHT": Gauge("mcp_calls_in_flight", "Tool calls running now", multiprocess_mode="livesum"),
+        "ERRORS": Counter("mcp_errors_total", "Errors, by kind", ["kind"]),
+        "TENANTS": Gauge("mcp_tenants_resident", "Tenants (API keys) held in the pool", multiprocess_mode="livesum"),
+        "UPSTREAM": Counter("colabhive_upstream_requests_total", "Requests to the Builder Gateway",
+                            ["route", "status"]),
+        "UPSTREAM_LATENCY": Histogram("colabhive_upstream_latency_seconds", "Builder Gateway response time",
+                                      ["route"], buckets=LATENCY_BUCKETS),
+        "MANIFEST": Counter("mcp_manifest_requests_total",
+                            "Manifest cache lookups: hit, fetched, not_modified, stale, error", ["result"]),
+    }
+
+
+def _ensure() -> None:
+    with _lock:
+        if METRICS[0] not in globals():
+            globals().update(_define())
+
+
+def __getattr__(name: str) -> Any:
+    """The metrics come to life on first use: prometheus_client is not imported at start-up."""
+    if name not in METRICS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    _ensure()
+    return globals()[name]
+
 
 _tools_seen: set[str] = set()
 _lock = threading.Lock()
@@ -54,6 +78,10 @@ def upstream_route(method: str, path: str) -> str:
 
 def render() -> tuple[bytes, str]:
     """The exposition text: every worker's numbers added up in multiprocess mode."""
+    from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+    from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+    _ensure()  # a worker that served nothing yet still shows every metric
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)

@@ -76,3 +76,34 @@ def _object_root(schema: dict[str, Any], strict: bool) -> dict[str, Any]:
     result = {k: v for k, v in schema.items() if not (strict and k in ("anyOf", "oneOf"))}
     result.update(type="object", properties=properties)
     return result
+
+
+class Check:
+    """A JSON Schema compiled once, in its own draft (2020-12 when it names none).
+
+    ``broken`` says why a schema that is not valid JSON Schema cannot judge anything.
+    jsonschema is imported on the first compilation, not when the server starts.
+    """
+
+    def __init__(self, schema: dict[str, Any], formats: bool = False) -> None:
+        from jsonschema import Draft202012Validator, SchemaError, validators
+
+        cls = validators.validator_for(schema, default=Draft202012Validator)
+        try:
+            cls.check_schema(schema)
+        except SchemaError as exc:
+            self.broken: str | None = exc.message
+            return
+        self.broken = None
+        self._validator = cls(schema, format_checker=cls.FORMAT_CHECKER if formats else None)
+
+    def problems(self, value: Any) -> list[str]:
+        """What is wrong with ``value``, shallowest first, each naming where; empty when it fits."""
+        if self.broken is not None:
+            return [f"the schema itself is invalid: {self.broken}"]
+        errors = sorted(self._validator.iter_errors(value), key=lambda e: (len(e.path), list(map(str, e.path))))
+        return [f"{_where(e.absolute_path)}: {e.message}" for e in errors]
+
+
+def _where(path: Any) -> str:
+    return "at " + "/".join(map(str, path)) if path else "at the top level"

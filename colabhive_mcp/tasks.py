@@ -101,8 +101,7 @@ def fetch(tenant: Tenant, ref: TaskRef) -> dict[str, Any]:
 def outcome(tenant: Tenant, ref: TaskRef, invocation: dict[str, Any], version: str) -> dict[str, Any]:
     """The ``CallToolResult`` of a terminal invocation, as the tool would have answered."""
     tool = tenant.catalog().by_slug.get(ref.slug)
-    schema = tool.definition.get("outputSchema") if tool else None
-    return content.tool_result(invocation, ref.tool, version, schema)
+    return content.tool_result(invocation, ref.tool, version, tool.output_check if tool else None)
 
 
 def wait(tenant: Tenant, ref: TaskRef, cancelled: threading.Event) -> dict[str, Any]:

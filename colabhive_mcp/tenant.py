@@ -168,8 +168,7 @@ class Tenant:
                           invocation_id=outcome.invocation_id)
             if outcome.state == "done":
                 fields["status"] = outcome.invocation["status"]
-                result = content.tool_result(outcome.invocation, target.name, version,
-                                             target.definition.get("outputSchema"))
+                result = content.tool_result(outcome.invocation, target.name, version, target.output_check)
             elif outcome.state == "pending":
                 result = content.pending_result(outcome.invocation, target.name, follow_up_hint(outcome.invocation_id))
             else:

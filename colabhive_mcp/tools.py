@@ -12,15 +12,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import jsonschema
-from jsonschema.exceptions import SchemaError
-
 from .manifest import Manifest
 from .policy import Policy, side_effects
 from . import shared
 from .jsonrpc import EncodedList
 from .profiles import Profile
-from .schemas import portable
+from .schemas import Check, portable
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]+")
@@ -75,32 +72,26 @@ class Tool:
         return self.entry.get("latencyClass") in LONG_RUNNING and not self.builtin
 
     @cached_property
-    def _validator(self) -> Any:
+    def _input_check(self) -> Check | None:
         """Arguments are judged by the gateway's own schema, not the portable copy clients see."""
         original = self.entry.get("inputSchema")
-        schema = original if isinstance(original, dict) and original else self.definition["inputSchema"]
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        try:
-            cls.check_schema(schema)
-        except SchemaError:
-            return None  # the gateway will judge input that we cannot
-        return cls(schema, format_checker=cls.FORMAT_CHECKER)
+        check = Check(original if isinstance(original, dict) and original else self.definition["inputSchema"],
+                      formats=True)
+        return None if check.broken else check  # the gateway will judge input that we cannot
+
+    @cached_property
+    def output_check(self) -> Check | None:
+        """The declared ``outputSchema``, compiled once; None when the tool declares none."""
+        schema = self.definition.get("outputSchema")
+        return None if schema is None else Check(schema)
 
     def argument_errors(self, arguments: dict[str, Any]) -> str | None:
         """A sentence naming what is wrong with ``arguments``, or ``None`` when they fit the schema."""
-        validator = self._validator
-        if validator is None:
+        problems = self._input_check.problems(arguments) if self._input_check else []
+        if not problems:
             return None
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: (len(e.path), list(map(str, e.path))))
-        if not errors:
-            return None
-        parts = [f"{_where(e)}: {e.message}" for e in errors[:3]]
-        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
-        return f"Invalid arguments for tool {self.name!r}: " + "; ".join(parts) + more
-
-
-def _where(error: jsonschema.ValidationError) -> str:
-    return "at " + "/".join(str(p) for p in error.absolute_path) if error.absolute_path else "at the top level"
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        return f"Invalid arguments for tool {self.name!r}: " + "; ".join(problems[:3]) + more
 
 
 def build_definition(entry: dict[str, Any], name: str, strict: bool = False) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from colabhive_mcp.content import failure_message, for_version, tool_result
+from colabhive_mcp.schemas import Check
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
 
@@ -58,12 +59,12 @@ def test_other_json_falls_back_to_text_and_structured_content_needs_a_matching_s
     schema = {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}
     plain = tool_result(done(value), "t", "2025-11-25")
     assert json.loads(plain["content"][0]["text"]) == value and "structuredContent" not in plain
-    structured = tool_result(done(value), "t", "2025-11-25", schema)
+    structured = tool_result(done(value), "t", "2025-11-25", Check(schema))
     assert structured["structuredContent"] == value and json.loads(structured["content"][0]["text"]) == value
-    mismatch = tool_result(done({"name": "no id"}), "t", "2025-11-25", schema)
+    mismatch = tool_result(done({"name": "no id"}), "t", "2025-11-25", Check(schema))
     assert "structuredContent" not in mismatch and mismatch["isError"] is True  # clients reject less
     assert json.loads(mismatch["content"][0]["text"]) == {"name": "no id"}  # the data is still there
-    binary = tool_result(done({"image_b64": "AAAA", "mime_type": "image/png"}), "t", "2025-11-25", {"type": "object"})
+    binary = tool_result(done({"image_b64": "AAAA", "mime_type": "image/png"}), "t", "2025-11-25", Check({"type": "object"}))
     assert "structuredContent" not in binary  # base64 is never copied into structured content
 
 
