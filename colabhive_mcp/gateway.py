@@ -8,6 +8,7 @@ message and the ``Retry-After`` hint.
 from __future__ import annotations
 
 import email.utils
+import os
 import threading
 import time
 import uuid
@@ -83,6 +84,7 @@ class Gateway:
                 if self._session is None:
                     self._session = _http().Session()
                     self._session.headers.update(self.headers)
+                    _read_environment_once(self._session, self.base_url)
         return self._session
 
     def close(self) -> None:
@@ -207,6 +209,16 @@ def _http() -> Any:
     import requests
 
     return requests
+
+
+def _read_environment_once(session: requests.Session, url: str) -> None:
+    """Take the proxy and CA-bundle settings from the environment now: by default requests reads
+    all of ``os.environ`` (and ``~/.netrc``) again on every request."""
+    session.proxies.update(_http().utils.get_environ_proxies(url))
+    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    if bundle:
+        session.verify = bundle
+    session.trust_env = False
 
 
 def _segment(value: str) -> str:

@@ -204,3 +204,16 @@ def test_a_timeout_is_reported_not_retried(gateway):
     with pytest.raises(GatewayError, match="did not answer within 5 s"):
         gateway.get_invocation("inv_1")
     assert len(responses.calls) == 1
+
+
+def test_a_proxy_from_the_environment_is_used_unless_no_proxy_names_the_host(gateway_sandbox, monkeypatch):
+    """The environment is read once per session, and still honoured (the sandbox plays the proxy)."""
+    from colabhive_mcp.sandbox import API_PREFIX, DEMO_KEY
+
+    behind_proxy = "http://gateway.invalid" + API_PREFIX
+    monkeypatch.setenv("HTTP_PROXY", gateway_sandbox.root_url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    assert Gateway(behind_proxy, DEMO_KEY, retries=0).fetch_manifest().entries
+    monkeypatch.setenv("NO_PROXY", "gateway.invalid")
+    with pytest.raises(GatewayError, match="cannot reach"):
+        Gateway(behind_proxy, DEMO_KEY, retries=0).fetch_manifest()

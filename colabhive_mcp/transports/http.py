@@ -17,7 +17,6 @@ import hmac
 import os
 import queue
 import secrets
-import select
 import socket
 import threading
 import time
@@ -42,6 +41,7 @@ from ..sessions import SessionCodec
 from ..signing import key_binding
 from ..tenant import Tenant
 from .events import EventStore, StreamLog
+from .hangups import HangupWatch, peer_closed
 from .relay import CancelRelay
 
 JSON = "application/json"
@@ -92,6 +92,7 @@ class McpApp:
         self._sse_sessions: dict[str, _LegacySseSession] = {}
         self._lock = threading.Lock()
         self._readiness = (float("-inf"), False)  # (checked at, gateway reachable)
+        self.hangups = HangupWatch(DISCONNECT_CHECK_S)
         relay_dir = os.environ.get(RELAY_ENV)
         self.relay = CancelRelay(relay_dir, lambda session_id, request_id: self.core.cancel(
             Session(id=session_id), request_id)) if relay_dir else None
@@ -312,10 +313,9 @@ class McpApp:
 
         if stream:
             return self._stream(run, session if resumable else None)
-        if message.get("method") == "tools/call":
-            answer = _watching_the_client(run, _socket(http_request))
-        else:
-            answer = run(lambda _n: None, threading.Event())
+        sock = _socket(http_request) if message.get("method") == "tools/call" else None
+        with self.hangups.watching(sock) as hung_up:
+            answer = run(lambda _n: None, hung_up)
         if answer is None:
             return Response(status=204)  # cancelled: the client is gone or asked us to stop
         return _json(answer, _status(answer, statuses))
@@ -370,7 +370,7 @@ class McpApp:
                 now = time.monotonic()
                 if messages:
                     last = now
-                elif sock is not None and _peer_closed(sock):
+                elif sock is not None and peer_closed(sock):
                     return
                 elif now - last >= self.config.sse_keepalive:
                     last = now
@@ -390,7 +390,7 @@ class McpApp:
                 yield events.get(timeout=DISCONNECT_CHECK_S)
                 last = time.monotonic()
             except queue.Empty:
-                if sock is not None and _peer_closed(sock):
+                if sock is not None and peer_closed(sock):
                     cancelled.set()
                     return
                 if time.monotonic() - last >= self.config.sse_keepalive:
@@ -621,31 +621,6 @@ def _bind_host(bind: str) -> str:
 def _socket(request: Request) -> socket.socket | None:
     """The client's socket, where the server exposes it (gunicorn, Werkzeug)."""
     return request.environ.get("gunicorn.socket") or request.environ.get("werkzeug.socket")
-
-
-def _watching_the_client(run: Callable[[Callable[[dict[str, Any]], None], threading.Event], Any],
-                         sock: socket.socket | None) -> Any:
-    """Run a call on its own thread while this one watches the client; cancel it if the client leaves."""
-    cancelled = threading.Event()
-    result: list[Any] = []
-    worker = threading.Thread(target=lambda: result.append(run(lambda _n: None, cancelled)),
-                              name="mcp-call", daemon=True)
-    worker.start()
-    while worker.is_alive():
-        worker.join(DISCONNECT_CHECK_S)
-        if sock is not None and worker.is_alive() and _peer_closed(sock):
-            cancelled.set()
-            worker.join()
-    return result[0] if result else None
-
-
-def _peer_closed(sock: socket.socket) -> bool:
-    """Whether the client closed its end (readable with nothing to read)."""
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
-    except (OSError, ValueError):
-        return True
 
 
 def check_config(config: Config) -> None:
