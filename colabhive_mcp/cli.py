@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--port", type=int, default=8600)
     sandbox.add_argument("--cold-start", type=float, default=4.0, metavar="SECONDS",
                          help="how long the cold-summarizer model takes to load")
+    sandbox.add_argument("--page-size", type=int, default=8, metavar="N", help="manifest entries per page")
+    sandbox.add_argument("--quiet", action="store_true", help="do not log each request")
     sandbox.set_defaults(run=run_sandbox)
 
     demo = commands.add_parser("demo", help="watch an MCP session against the sandbox gateway")
@@ -196,7 +198,7 @@ def run_config(args: argparse.Namespace) -> int:
 def run_sandbox(args: argparse.Namespace) -> int:
     from .sandbox import serve
 
-    serve(host=args.host, port=args.port, cold_start_s=args.cold_start)
+    serve(host=args.host, port=args.port, quiet=args.quiet, cold_start_s=args.cold_start, page_size=args.page_size)
     return 0
 
 

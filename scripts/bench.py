@@ -2,10 +2,12 @@
 
     python scripts/bench.py              # the full run (a few minutes on 2 cores)
     python scripts/bench.py --quick      # a smoke run (what the tests run): small counts
-    python scripts/bench.py --json out.json
+    python scripts/bench.py --json out.json --repeat 5 --only overhead_http,throughput_8_clients
 
-Starts the sandbox gateway (with a 300-tool, ~1 MB manifest) and the servers itself, measures,
-and prints a table and JSON. Figures, not tests: they depend on the machine.
+Starts the sandbox gateway in a process of its own (with a 300-tool, ~1 MB manifest) and the
+servers, measures, and prints a table and JSON. The comparisons with the direct gateway call run
+``--repeat`` times: the table shows the median run and every run's headline figure (the spread).
+Figures, not tests: they depend on the machine.
 """
 
 from __future__ import annotations
@@ -31,14 +33,51 @@ from colabhive_mcp import jsonrpc, logs  # noqa: E402
 from colabhive_mcp.config import Config  # noqa: E402
 from colabhive_mcp.demo import StdioPeer  # noqa: E402
 from colabhive_mcp.protocol import Server, Session  # noqa: E402
-from colabhive_mcp.sandbox import DEMO_KEY, Sandbox  # noqa: E402
+from colabhive_mcp.sandbox import API_PREFIX, DEMO_KEY  # noqa: E402
 from colabhive_mcp.tenant import Tenant  # noqa: E402
-from tests.http_server import HttpServer  # noqa: E402
+from tests.http_server import HttpServer, free_port  # noqa: E402
 
 BIG_TOOLS = 300
 NO_LIMITS = {"COLABHIVE_TENANT_MAX_CONCURRENT": "0", "COLABHIVE_TENANT_CALLS_PER_MINUTE": "0"}  # one key drives it all
 MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+class Sandbox:
+    """The sandbox gateway served as a real gateway would be: a process of its own (the clients,
+    the server and the gateway each have their own interpreter lock) and an HTTP server that keeps
+    connections alive (gunicorn; one worker, since the sandbox keeps its state in memory)."""
+
+    def __init__(self, page_size: int, cold_start_s: float) -> None:
+        port = free_port()
+        self.root_url = f"http://127.0.0.1:{port}"
+        self.url = self.root_url + API_PREFIX
+        app = f"colabhive_mcp.sandbox:create_app(page_size={page_size}, cold_start_s={cold_start_s})"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "--worker-class", "gthread", "--workers", "1", "--threads", "256",
+             "--keep-alive", "75", "--bind", f"127.0.0.1:{port}", "--log-level", "warning", app],
+            stderr=subprocess.DEVNULL, cwd=ROOT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                self.journal_entries()
+                return
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        raise RuntimeError("the sandbox did not start")
+
+    def add_action(self, entry: dict[str, Any]) -> None:
+        requests.post(self.root_url + "/_sandbox/actions", json={"entry": entry}, timeout=10).raise_for_status()
+
+    def journal_entries(self) -> list[dict[str, Any]]:
+        return requests.get(self.root_url + "/_sandbox/journal", timeout=10).json()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.process.terminate()
+        self.process.wait(10)
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -138,7 +177,11 @@ def bench_tools_list(sandbox: Sandbox, count: int) -> dict[str, Any]:
 
 
 def bench_throughput(sandbox: Sandbox, server: HttpServer, clients: int, seconds: float) -> dict[str, Any]:
+    """Calls/s of ``clients`` threads for ``seconds``, through the server and direct; and the CPU
+    each call costs the clients, the server and the gateway (what bounds the ratio on 2 cores)."""
     def drive(call: Callable[[requests.Session], None]) -> dict[str, Any]:
+        processes = {"clients": None, "server": server.process.pid, "gateway": sandbox.process.pid}
+        cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
         stop = time.monotonic() + seconds
         latencies: list[float] = []
         errors = 0
@@ -161,7 +204,10 @@ def bench_throughput(sandbox: Sandbox, server: HttpServer, clients: int, seconds
         with ThreadPoolExecutor(clients) as pool:
             for _ in range(clients):
                 pool.submit(client)
-        return {"calls_per_s": round(len(latencies) / seconds, 1), "errors": errors, **percentiles(latencies)}
+        cpu_us = {name: round((cpu_seconds(pid) - cpu_before[name]) / max(len(latencies), 1) * 1e6)
+                  for name, pid in processes.items()}
+        return {"calls_per_s": round(len(latencies) / seconds, 1), "errors": errors, **percentiles(latencies),
+                "cpu_us_per_call": cpu_us}
 
     through = drive(lambda s: modern_call(s, server.url))
     straight = drive(lambda s: direct_invoke(s, sandbox.url))
@@ -169,12 +215,28 @@ def bench_throughput(sandbox: Sandbox, server: HttpServer, clients: int, seconds
             "ratio": round(through["calls_per_s"] / max(straight["calls_per_s"], 0.1), 2)}
 
 
+def family(pid: int) -> list[int]:
+    """A process and its children (gunicorn's master and workers)."""
+    return [pid] + [int(p) for p in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
+                                                   text=True).stdout.split()]
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU time (user + system) used so far by a process and its children; None: this process."""
+    if pid is None:
+        times = os.times()
+        return times.user + times.system
+    total = 0
+    for p in family(pid):
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def process_stats(pid: int) -> tuple[int, float]:
     """Threads and RSS (MB) of a process and its children, from /proc."""
-    pids = [pid] + [int(p) for p in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
-                                                       text=True).stdout.split()]
     threads, rss = 0, 0.0
-    for p in pids:
+    for p in family(pid):
         for line in Path(f"/proc/{p}/status").read_text().splitlines():
             if line.startswith("Threads:"):
                 threads += int(line.split()[1])
@@ -275,28 +337,50 @@ def bench_stdio_startup(runs: int) -> dict[str, Any]:
     return percentiles(samples)
 
 
+def median_run(runs: list[dict[str, Any]], figure: str) -> dict[str, Any]:
+    """The run whose ``figure`` is the median, with every run's ``figure`` beside it."""
+    value = (lambda run: run[figure]) if figure in runs[0] else (lambda run: run["server"][figure])
+    chosen = dict(sorted(runs, key=value)[len(runs) // 2])
+    chosen[f"{figure}_runs"] = [value(run) for run in runs]
+    return chosen
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small counts: checks the suite still works")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--repeat", type=int, default=None, metavar="N",
+                        help="runs of each comparison with the direct call (default 3, 1 with --quick)")
+    parser.add_argument("--only", metavar="NAMES", help="comma-separated figures to measure (default: all)")
     args = parser.parse_args()
     logs.configure("error")
-    n = 20 if args.quick else 400
+    n, repeat = (20, args.repeat or 1) if args.quick else (400, args.repeat or 3)
     results: dict[str, Any] = {}
     with Sandbox(page_size=100, cold_start_s=2) as sandbox:
         add_big_manifest(sandbox)
-        results["stdio_startup_ms"] = bench_stdio_startup(2 if args.quick else 10)
-        results["overhead_stdio"] = bench_overhead_stdio(sandbox, n)
-        results["tools_list_warm"] = bench_tools_list(sandbox, n)
-        results["cold_tools_list_100_threads"] = bench_cold_list(sandbox, 100)
-        results["polls_for_job"] = bench_polls(sandbox, 5 if args.quick else 60)
-        results["tenancy"] = bench_tenancy(sandbox, 8 if args.quick else 64)
         server = HttpServer(sandbox.url, "--http-workers", "2", "--http-threads", "64" if args.quick else "600",
                             "--log-level", "error", env=NO_LIMITS)
+        benches: dict[str, Callable[[], Any]] = {
+            "stdio_startup_ms": lambda: bench_stdio_startup(2 if args.quick else 10),
+            "overhead_stdio": lambda: median_run([bench_overhead_stdio(sandbox, n) for _ in range(repeat)],
+                                                 "added_p50_ms"),
+            "tools_list_warm": lambda: bench_tools_list(sandbox, n),
+            "cold_tools_list_100_threads": lambda: bench_cold_list(sandbox, 100),
+            "polls_for_job": lambda: bench_polls(sandbox, 5 if args.quick else 60),
+            "tenancy": lambda: bench_tenancy(sandbox, 8 if args.quick else 64),
+            "overhead_http": lambda: median_run([bench_overhead_http(sandbox, server, n) for _ in range(repeat)],
+                                                "added_p50_ms"),
+            "throughput_8_clients": lambda: median_run(
+                [bench_throughput(sandbox, server, 8, 2 if args.quick else 15) for _ in range(repeat)], "ratio"),
+            "long_polls": lambda: bench_long_polls(server, 20 if args.quick else 500, 2 if args.quick else 10),
+        }
+        chosen = args.only.split(",") if args.only else list(benches)
+        unknown = set(chosen) - set(benches)
+        if unknown:
+            parser.error(f"unknown figures {sorted(unknown)}; choose from {', '.join(benches)}")
         try:
-            results["overhead_http"] = bench_overhead_http(sandbox, server, n)
-            results["throughput_8_clients"] = bench_throughput(sandbox, server, 8, 2 if args.quick else 15)
-            results["long_polls"] = bench_long_polls(server, 20 if args.quick else 500, 2 if args.quick else 10)
+            for name in chosen:
+                results[name] = benches[name]()
         finally:
             server.stop()
     print_table(results)

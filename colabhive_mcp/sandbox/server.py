@@ -105,9 +105,11 @@ class Sandbox:
         self.stop()
 
 
-def serve(host: str = "127.0.0.1", port: int = 8600, **options: Any) -> None:
-    """Serve the sandbox gateway until interrupted (``colabhive-mcp sandbox``)."""
-    server = make_server(host, port, create_app(**options), threaded=True)
+def serve(host: str = "127.0.0.1", port: int = 8600, quiet: bool = False, **options: Any) -> None:
+    """Serve the sandbox gateway until interrupted (``colabhive-mcp sandbox``); ``quiet``: no
+    line per request."""
+    server = make_server(host, port, create_app(**options), threaded=True,
+                         request_handler=_QuietHandler if quiet else None)
     keys = ", ".join(DEMO_KEYS)
     print(
         f"ColabHive sandbox gateway at http://{host}:{server.server_port}{API_PREFIX} (demo keys: {keys})",
