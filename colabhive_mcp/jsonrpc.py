@@ -18,6 +18,7 @@ INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+MAX_DEPTH = 128  # deeper messages are refused: code that walks them recursively would overflow
 
 
 class JsonRpcError(Exception):
@@ -37,15 +38,30 @@ class JsonRpcError(Exception):
 
 
 def decode(raw: bytes | str) -> Any:
-    """Parse one JSON text; raise :class:`JsonRpcError` (parse error) when it is not JSON."""
+    """Parse one JSON text; raise :class:`JsonRpcError` when it is not JSON (parse error) or
+    nests deeper than ``MAX_DEPTH`` (invalid request)."""
     try:
         if isinstance(raw, bytes):
             raw = raw.decode("utf-8")
-        return json.loads(raw)
+        message = json.loads(raw)
     except UnicodeDecodeError:
         raise JsonRpcError(PARSE_ERROR, "Parse error: the message is not valid UTF-8") from None
     except (ValueError, RecursionError) as exc:
         raise JsonRpcError(PARSE_ERROR, f"Parse error: {_short(exc)}") from None
+    if _deeper_than(message, MAX_DEPTH):
+        raise JsonRpcError(INVALID_REQUEST, f"Invalid Request: nested deeper than {MAX_DEPTH} levels")
+    return message
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than ``limit`` levels (level by level: any depth is safe)."""
+    level = [value] if isinstance(value, (dict, list)) else []
+    for _ in range(limit):
+        if not level:
+            return False
+        level = [child for item in level for child in (item.values() if isinstance(item, dict) else item)
+                 if isinstance(child, (dict, list))]
+    return bool(level)
 
 
 class EncodedList(list):
@@ -68,8 +84,9 @@ def encode(message: Any) -> bytes:
     tools = result.get("tools") if isinstance(result, dict) else None
     if isinstance(tools, EncodedList):
         shell = _dumps({**message, "result": {**result, "tools": _SPLICE}})
-        return shell.replace(json.dumps(_SPLICE), tools.raw, 1).encode("utf-8")
-    return _dumps(message).encode("utf-8")
+        return shell.replace(json.dumps(_SPLICE), tools.raw, 1).encode("utf-8", "backslashreplace")
+    # a lone surrogate (a client's "\\ud800" escape) has no UTF-8 form: it goes back out escaped
+    return _dumps(message).encode("utf-8", "backslashreplace")
 
 
 def _dumps(value: Any) -> str:

@@ -79,6 +79,17 @@ def test_errors_with_an_id_keep_the_id(peer):
     assert peer.request("tools/call", {"name": 7}, request_id=0)["error"]["code"] == -32602
 
 
+def test_unpaired_surrogates_and_deep_nesting_get_answers_not_a_dead_server(peer):
+    peer.initialize()
+    peer.send(b'{"jsonrpc": "2.0", "id": "s-\\ud800", "method": "\\udfff"}')
+    assert peer.wait_for("s-\ud800", timeout=10)["error"]["code"] == -32601  # the id goes back exactly
+    peer.send(b'{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "echo", "arguments": '
+              b'{"text": "x", "deep": ' + b"[" * 900 + b"]" * 900 + b"}}}")
+    assert peer.next_anonymous(timeout=10)["error"]["code"] == -32600  # refused before anything recurses
+    assert peer.request("tools/call", {"name": "echo", "arguments": {"text": "a\udc00b"}})["result"][
+        "content"][0]["text"] == "a\udc00b"
+
+
 def test_a_10_mb_line_is_refused_without_harm(peer):
     peer.initialize()
     peer.send(b'{"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {"pad": "' + b"x" * 10_000_000 + b'"}}')

@@ -233,7 +233,7 @@ class McpApp:
             raise HttpError(415, jsonrpc.INVALID_REQUEST, f"Content-Type must be {JSON}")
         api_key = self._api_key(request)
         try:
-            message = jsonrpc.decode(request.get_data(cache=False))
+            message = jsonrpc.decode(_body(request))
         except JsonRpcError as exc:
             return _json(jsonrpc.error(None, exc), 400)
         if _is_modern(message):
@@ -474,7 +474,7 @@ class McpApp:
         if sse_session is None or sse_session.key != key_binding(api_key):
             raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown session (it may live on another worker)")
         try:
-            message = jsonrpc.decode(request.get_data(cache=False))
+            message = jsonrpc.decode(_body(request))
         except JsonRpcError as exc:
             return _json(jsonrpc.error(None, exc), 400)
 
@@ -616,6 +616,16 @@ def _hostname(netloc: str) -> str:
 
 def _bind_host(bind: str) -> str:
     return bind.rpartition(":")[0].lower()
+
+
+def _body(request: Request) -> bytes:
+    """The whole body, or 413: for a body of unknown length (chunked), Werkzeug's ``get_data()``
+    silently stops at ``max_content_length`` and returns what it read so far."""
+    data = request.get_data(cache=False)
+    limit = request.max_content_length
+    if request.content_length is None and limit is not None and len(data) >= limit:
+        raise RequestEntityTooLarge()
+    return data
 
 
 def _socket(request: Request) -> socket.socket | None:
