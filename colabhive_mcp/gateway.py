@@ -31,17 +31,19 @@ class GatewayError(Exception):
     """A gateway request failed: ``status`` is ``None`` when no HTTP answer arrived."""
 
     def __init__(self, message: str, status: int | None = None, retry_after: float | None = None,
-                 code: str | None = None) -> None:
+                 code: str | None = None, garbled: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.retry_after = retry_after
         self.code = code
+        self.garbled = garbled  # an answer we could not read (e.g. a proxy's HTML page)
+        self.invocation_id: str | None = None  # set once the invocation exists upstream
 
     @property
     def transient(self) -> bool:
-        """Worth trying again later: no answer, 429, or a 5xx."""
-        return self.status is None or self.status == 429 or self.status >= 500
+        """Worth trying again later: no answer, an unreadable one, 429, or a 5xx."""
+        return self.status is None or self.garbled or self.status == 429 or self.status >= 500
 
 
 @dataclass(frozen=True)
@@ -231,13 +233,14 @@ def _json(response: requests.Response) -> Any:
         return response.json()
     except ValueError:
         raise GatewayError(f"the gateway answered {response.status_code} with a body that is not JSON",
-                           status=response.status_code) from None
+                           status=response.status_code, garbled=True) from None
 
 
 def _invocation(response: requests.Response) -> dict[str, Any]:
     body = _json(response)
     if not isinstance(body, dict) or not isinstance(body.get("status"), str):
-        raise GatewayError("the gateway's answer is not an invocation (no 'status')", status=response.status_code)
+        raise GatewayError("the gateway's answer is not an invocation (no 'status')", status=response.status_code,
+                           garbled=True)
     return body
 
 

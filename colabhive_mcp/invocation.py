@@ -66,7 +66,11 @@ def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: th
         on_update({"status": "submitted", "action_slug": slug})
     invocation = gateway.invoke(slug, arguments, sync=on_update is None, sync_timeout_s=sync_timeout_s,
                                 idempotency_key=str(uuid.uuid4()))
-    return follow(gateway, invocation, cancelled=cancelled, **follow_options)
+    try:
+        return follow(gateway, invocation, cancelled=cancelled, **follow_options)
+    except GatewayError as exc:
+        exc.invocation_id = invocation.get("invocation_id")  # the work exists upstream: say which
+        raise
 
 
 def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading.Event,

@@ -158,10 +158,17 @@ class Tenant:
                 outcome = run(self.gateway, tool.slug, arguments, sync_timeout_s=self.config.sync_timeout,
                               max_wait=self.max_wait(tool.entry), **follow_options)
         except GatewayError as exc:
-            message = (f"No invocation {arguments['invocation_id']!r} is visible to this API key."
-                       if tool.builtin and exc.status == 404 else gateway_failure(name, exc))
+            if tool.builtin and exc.status == 404:
+                message = f"No invocation {arguments['invocation_id']!r} is visible to this API key."
+            elif exc.invocation_id:
+                message = (f"Tool {name!r} started on ColabHive (invocation {exc.invocation_id}), but following it "
+                           f"failed: {exc.message}. The work may still finish, so do not run it again. "
+                           + follow_up_hint(exc.invocation_id))
+            else:
+                message = gateway_failure(name, exc)
             result = content.error_result(message)
-            fields.update(status="gateway_error", error=exc.message, http_status=exc.status)
+            fields.update(status="gateway_error", error=exc.message, http_status=exc.status,
+                          invocation_id=exc.invocation_id)
             metrics.ERRORS.labels("gateway").inc()
         else:
             fields.update(status=outcome.state, polls=outcome.polls, mode="sync" if outcome.polls == 0 else "polled",

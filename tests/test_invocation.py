@@ -100,6 +100,15 @@ def test_transient_poll_failures_are_tolerated_but_not_forever():
     with pytest.raises(GatewayError):
         run(gone, "s", {}, cancelled=threading.Event(), backoff=FAST)
     assert len(gone.polls) == 1
+    garbled = ScriptedGateway(inv("queued"), GatewayError("200 not JSON", 200, garbled=True), inv("succeeded"))
+    assert run(garbled, "s", {}, cancelled=threading.Event(), backoff=FAST).state == "done"
+
+
+def test_a_call_that_loses_the_gateway_after_its_invoke_names_its_invocation():
+    lost = ScriptedGateway(inv("queued"), GatewayError("cannot reach the gateway"))
+    with pytest.raises(GatewayError) as raised:
+        run(lost, "s", {}, cancelled=threading.Event(), backoff=FAST)
+    assert raised.value.invocation_id == inv("queued")["invocation_id"]
 
 
 def test_backoff_grows_to_its_cap_with_bounded_jitter():
