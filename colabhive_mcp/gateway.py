@@ -189,10 +189,12 @@ class Gateway:
             except _http().Timeout:
                 metrics.UPSTREAM.labels(route, "timeout").inc()
                 raise GatewayError(f"the gateway did not answer within {timeout or self.timeout:g} s") from None
-            except (_http().ConnectionError, _http().exceptions.ChunkedEncodingError,
-                    _http().exceptions.ContentDecodingError) as exc:
+            except _http().ConnectionError as exc:
                 metrics.UPSTREAM.labels(route, "connection_error").inc()
                 error = GatewayError(f"cannot reach the gateway: {_reason(exc)}")
+            except (_http().exceptions.ChunkedEncodingError, _http().exceptions.ContentDecodingError) as exc:
+                metrics.UPSTREAM.labels(route, "connection_error").inc()
+                error = GatewayError(f"the gateway's answer was cut short or corrupt: {_reason(exc)}")
             if last or not (error.status is None or error.status in RETRY_STATUSES):
                 raise error
             delay = self.backoff * (2 ** attempt)
@@ -290,7 +292,11 @@ def _retry_after(response: requests.Response) -> float | None:
 
 
 def _reason(exc: Exception) -> str:
-    text = str(exc.args[0] if exc.args else exc)
+    """The root cause in a few words ("[Errno 111] Connection refused"), not urllib3's wrappers."""
+    cause: Any = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else exc
+    while isinstance(getattr(cause, "reason", None), BaseException):
+        cause = cause.reason
+    text = str(cause).rsplit("): ", 1)[-1]  # drop "HTTPConnection(host=..., port=...)" prefixes
     return text if len(text) < 200 else text[:200] + "…"
 
 

@@ -193,7 +193,7 @@ def test_an_answer_that_is_not_an_invocation_is_an_error(gateway):
 @responses.activate
 def test_a_truncated_body_is_retried_then_reported(gateway):
     responses.get(BASE + "/invocations/inv_1", body=requests.exceptions.ChunkedEncodingError("truncated"))
-    with pytest.raises(GatewayError, match="cannot reach the gateway") as caught:
+    with pytest.raises(GatewayError, match="cut short or corrupt: truncated") as caught:
         gateway.get_invocation("inv_1")
     assert caught.value.status is None and len(responses.calls) == 3
 
