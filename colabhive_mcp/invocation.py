@@ -76,11 +76,13 @@ def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: th
 def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading.Event,
            on_update: Callable[[dict[str, Any]], None] | None = None, max_wait: float = 300.0,
            backoff: Backoff = Backoff(), heartbeat: float = 10.0,
-           clock: Callable[[], float] = time.monotonic) -> Outcome:
+           clock: Callable[[], float] = time.monotonic, cancel_upstream: bool = True) -> Outcome:
     """Poll an invocation until it is terminal, cancelled, or ``max_wait`` has passed.
 
     ``on_update`` hears of every change, and again every ``heartbeat`` seconds when nothing
     changes (so clients that reset their timeout on progress never give up on a long wait).
+    ``cancelled`` stops the upstream work too, unless ``cancel_upstream`` is false (only the
+    wait ends: a task outlives the requests that wait for it).
     """
     started = last_report = clock()
     polls, failures, retry_after = 0, 0, None
@@ -90,7 +92,7 @@ def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading
         if is_terminal(invocation):
             return Outcome("done", invocation, polls)
         if cancelled.is_set():
-            return _cancel(gateway, invocation, polls)
+            return _cancel(gateway, invocation, polls, upstream=cancel_upstream)
         now, snapshot = clock(), _observable(invocation)
         if on_update is not None and (snapshot != last_seen or now - last_report >= heartbeat):
             on_update(invocation)
@@ -103,7 +105,7 @@ def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading
         if on_update is not None:
             delay = min(delay, max(0.0, last_report + heartbeat - now))
         if cancelled.wait(delay):
-            return _cancel(gateway, invocation, polls)
+            return _cancel(gateway, invocation, polls, upstream=cancel_upstream)
         try:
             invocation, retry_after = gateway.get_invocation(invocation["invocation_id"])
             failures = 0
@@ -123,10 +125,11 @@ def _observable(invocation: dict[str, Any]) -> tuple[Any, ...]:
             repr(invocation.get("progress")))
 
 
-def _cancel(gateway: Gateway, invocation: dict[str, Any], polls: int) -> Outcome:
-    """Stop the upstream work (best effort: a gateway without the route is simply left alone)."""
+def _cancel(gateway: Gateway, invocation: dict[str, Any], polls: int, upstream: bool = True) -> Outcome:
+    """Stop following; with ``upstream``, stop the work too (best effort: a gateway without the
+    route is simply left alone)."""
     invocation_id = invocation.get("invocation_id")
-    if invocation_id:
+    if upstream and invocation_id:
         try:
             gateway.cancel(invocation_id)
         except GatewayError as exc:

@@ -495,6 +495,9 @@ class Server:
     def _tasks_result(self, request: Request) -> dict[str, Any]:
         ref = self._task(request)
         invocation = tasks.wait(request.tenant, ref, request.cancelled)
+        if invocation is None:
+            raise JsonRpcError(INTERNAL_ERROR, "Stopped waiting before the task finished (the server may be "
+                               "restarting); the task is still running: call tasks/result again")
         result = tasks.outcome(request.tenant, ref, invocation, request.version)
         result.setdefault("_meta", {})[tasks.RELATED_TASK] = {"taskId": ref.task_id}
         return result

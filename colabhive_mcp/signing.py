@@ -33,7 +33,7 @@ class Signer:
             return None
         body, _, signature = token[len(self.prefix):].partition(".")
         try:
-            if not hmac.compare_digest(_unb64(signature), self._sign(body)):
+            if not hmac.compare_digest(signature.encode(), _b64(self._sign(body)).encode()):  # one spelling only
                 return None
             payload = json.loads(_unb64(body))
         except ValueError:

@@ -104,14 +104,16 @@ def outcome(tenant: Tenant, ref: TaskRef, invocation: dict[str, Any], version: s
     return content.tool_result(invocation, ref.tool, version, tool.output_check if tool else None)
 
 
-def wait(tenant: Tenant, ref: TaskRef, cancelled: threading.Event) -> dict[str, Any]:
-    """Block until the invocation is terminal (``tasks/result``)."""
+def wait(tenant: Tenant, ref: TaskRef, cancelled: threading.Event) -> dict[str, Any] | None:
+    """Block until the invocation is terminal (``tasks/result``); ``None`` when the wait ends first
+    (the request was cancelled, the server is stopping): the task itself keeps running."""
     invocation = fetch(tenant, ref)
     try:
-        return follow(tenant.gateway, invocation, cancelled=cancelled, max_wait=RESULT_WAIT_S,
-                      backoff=tenant.backoff).invocation or invocation
+        outcome = follow(tenant.gateway, invocation, cancelled=cancelled, max_wait=RESULT_WAIT_S,
+                         backoff=tenant.backoff, cancel_upstream=False)  # only tasks/cancel stops a task
     except GatewayError as exc:
         return {"status": "failed", "error": gateway_failure(ref.tool, exc)}
+    return outcome.invocation if outcome.state == "done" else None
 
 
 def cancel(tenant: Tenant, ref: TaskRef) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Tasks in both designs: 2025-11-25 core tasks and the 2026-07-28 extension, bound to the key."""
 
+import threading
 import time
 
 import pytest
@@ -69,6 +70,18 @@ def test_core_task_cancel_stops_the_upstream_work(legacy, journal):
     cancelled = legacy.request("tasks/cancel", {"taskId": task["taskId"]})["result"]
     assert cancelled["status"] == "cancelled" and len(journal("cancel")) == 1
     assert legacy.request("tasks/get", {"taskId": task["taskId"]})["result"]["status"] == "cancelled"
+
+
+def test_giving_up_on_tasks_result_leaves_the_task_running(legacy, journal):
+    """Only tasks/cancel stops a task: a tasks/result that is cancelled (or cut by a shutdown) just
+    stops waiting, with an error rather than an invented result."""
+    task = legacy.request("tools/call", {"name": "batch-report", "arguments": {"seconds": 60}, "task": {}})["result"]["task"]
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    answer = legacy.request("tasks/result", {"taskId": task["taskId"]}, cancelled=stop)
+    assert answer is None or ("error" in answer and "still running" in answer["error"]["message"])
+    assert not journal("cancel")
+    assert legacy.request("tasks/get", {"taskId": task["taskId"]})["result"]["status"] == "working"
 
 
 def test_a_failing_task_is_failed_in_2025_11_25(legacy):
