@@ -37,11 +37,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 import requests
@@ -428,20 +428,6 @@ class Sampler:
             self.rows.append((round(time.monotonic() - self._started, 1), threads, rss))
 
 
-class LogTail:
-    """Keeps the server's stderr flowing (a full pipe would block it) and keeps its last lines."""
-
-    def __init__(self, stream: IO[bytes], size: int = 20) -> None:
-        self.lines: deque[str] = deque(maxlen=size)
-        self.count = 0
-        threading.Thread(target=self._read, args=(stream,), name="soak-log", daemon=True).start()
-
-    def _read(self, stream: IO[bytes]) -> None:
-        for line in stream:
-            self.count += 1
-            self.lines.append(line.decode(errors="replace").rstrip()[:500])
-
-
 def idle_threads(pid: int, timeout: float = 10.0) -> tuple[int, float]:
     """Threads and RSS once the thread count holds still (per-call threads have ended)."""
     last = server_stats(pid)
@@ -671,10 +657,10 @@ def main() -> int:
         register(sandbox, keys)
         server = HttpServer(sandbox.url, "--pool-size", str(args.pool_size), "--http-workers", str(args.workers),
                             "--http-threads", str(args.threads), "--log-level", "error", env=NO_LIMITS)
-        log = LogTail(server.process.stderr)
         try:
             report = soak(args, sandbox, server, keys)
-            report["server_log"] = {"lines": log.count, "last": list(log.lines)}
+            last = [line.rstrip()[:500] for line in server.lines[-20:]]
+            report["server_log"] = {"lines": len(server.lines), "last": last}
         finally:
             server.stop()
     report["run"] = {k: getattr(args, k) for k in ("clients", "seconds", "keys", "pool_size", "workers", "threads",

@@ -4,6 +4,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -38,13 +39,17 @@ class HttpServer:
             argv = [sys.executable, "-m", "colabhive_mcp", "serve", "--bind", f"127.0.0.1:{self.port}",
                     "--api-url", api_url, *(["--debug"] if debug else []), *args]
         self.process = subprocess.Popen(argv, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.lines: list[str] = []  # stderr, drained all along: a full pipe would block the server's logging
+        self._drain = threading.Thread(target=self._read_stderr, name="server-stderr", daemon=True)
+        self._drain.start()
         self._wait_ready()
 
     def _wait_ready(self, timeout=30):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError("the server exited: " + self.process.stderr.read().decode(errors="replace"))
+                self._drain.join(5)
+                raise RuntimeError("the server exited: " + self.stderr())
             try:
                 if requests.get(self.root + "/healthz", timeout=1).status_code == 200:
                     return
@@ -60,4 +65,13 @@ class HttpServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        return self.process.stderr.read().decode(errors="replace")
+        self._drain.join(10)
+        return self.stderr()
+
+    def _read_stderr(self) -> None:
+        for raw in iter(self.process.stderr.readline, b""):
+            self.lines.append(raw.decode(errors="replace"))
+
+    def stderr(self, since: int = 0) -> str:
+        """What the server has written to stderr so far (its logs), from line ``since`` on."""
+        return "".join(self.lines[since:])

@@ -58,36 +58,17 @@ PERSISTENT = 50  # a fault "count" no retry budget gets through
 
 
 class LoggedServer:
-    """An :class:`HttpServer` whose stderr (JSON log lines) can be read while it runs, so a test can
-    look at the events of its own calls (and a full pipe never blocks the server's logging). Uses
-    the server's own drain when it has one (``stderr()``), else reads the pipe itself."""
+    """An :class:`HttpServer` with the test settings, whose JSON log events a test can read."""
 
     def __init__(self, api_url, *args, env=None):
         self.server = HttpServer(api_url, *args, env={**ENV, **(env or {})})
         self.url = self.server.url
-        self._lines = []
-        self._lock = threading.Lock()
-        self._reader = None
-        if not callable(getattr(self.server, "stderr", None)):
-            self._reader = threading.Thread(target=self._read, name="test-stderr", daemon=True)
-            self._reader.start()
-
-    def _read(self):
-        for raw in iter(self.server.process.stderr.readline, b""):
-            with self._lock:
-                self._lines.append(raw.decode("utf-8", "replace"))
-
-    def _text(self):
-        if self._reader is None:
-            return self.server.stderr()
-        with self._lock:
-            return "".join(self._lines)
 
     def mark(self):
-        return len(self._text())
+        return len(self.server.lines)
 
     def text_since(self, mark):
-        return self._text()[mark:]
+        return self.server.stderr(mark)
 
     def events_since(self, mark, name=None):
         events = []
@@ -101,11 +82,7 @@ class LoggedServer:
         return events
 
     def stop(self):
-        rest = self.server.stop()
-        if self._reader is None:
-            return rest
-        self._reader.join(5)
-        return self._text() + rest
+        return self.server.stop()
 
 
 @pytest.fixture(scope="module")

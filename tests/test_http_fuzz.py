@@ -19,7 +19,6 @@ UTF-8, unpaired surrogates and ids of every JSON type, in both eras.
 import base64
 import json
 import re
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -53,45 +52,6 @@ def modern_meta(**extra):
 
 
 # -- the live server -------------------------------------------------------------------------------
-
-class ServerLog:
-    """Reads the hosted server's stderr as it comes.
-
-    ``HttpServer`` pipes stderr and reads it only when it stops; a busy server fills the pipe
-    (64 KiB of log lines) and then blocks in its next log call, so fuzzing must drain it. The
-    text read is kept, so a test can look for unhandled exceptions it caused.
-    """
-
-    def __init__(self, stream):
-        self._chunks, self._lock = [], threading.Lock()
-        threading.Thread(target=self._drain, args=(stream,), name="fuzz-server-log", daemon=True).start()
-
-    @classmethod
-    def attach(cls, process):
-        if getattr(process, "_fuzz_log", None) is None:
-            process._fuzz_log = cls(process.stderr)
-        return process._fuzz_log
-
-    def _drain(self, stream):
-        while True:
-            try:
-                chunk = stream.read1(1 << 16)
-            except (OSError, ValueError):
-                return
-            if not chunk:
-                return
-            with self._lock:
-                self._chunks.append(chunk)
-
-    def mark(self):
-        with self._lock:
-            return sum(len(c) for c in self._chunks)
-
-    def since(self, mark):
-        time.sleep(0.05)  # a crash is logged before its answer goes out; let the reader catch up
-        with self._lock:
-            return b"".join(self._chunks)[mark:].decode("utf-8", "replace")
-
 
 class Answer:
     """One HTTP exchange, read to its end (or to a deadline), with its JSON-RPC messages parsed."""
@@ -137,7 +97,7 @@ class Live:
 
     def __init__(self, hosted):
         self.url, self.root = hosted.url, hosted.root
-        self.log = ServerLog.attach(hosted.process)
+        self.server = hosted
         self.http = requests.Session()
         self.sessions = {version: self.initialize(version) for version in LEGACY}
         self.foreign_session = self.initialize(LEGACY[0], key=DEMO_KEY_B)  # valid, but for another key
@@ -207,7 +167,8 @@ class Live:
         assert ping.status == 200 and ping.responses == [{"jsonrpc": "2.0", "id": "after", "result": {}}], ping
         if since is None:
             return
-        failures = [line for line in self.log.since(since).splitlines() if SERVER_FAILURES.search(line)]
+        time.sleep(0.05)  # a crash is logged before its answer goes out; let the log catch up
+        failures = [line for line in self.server.stderr(since).splitlines() if SERVER_FAILURES.search(line)]
         assert not failures, "the server logged unhandled exceptions:\n" + "\n".join(failures[:20])
 
 
@@ -220,7 +181,7 @@ def live(hosted):
 def serving(live, request):
     """The live server; after the test it must still serve normal requests and, unless the test
     failed already, have logged no unhandled exception."""
-    mark, failed = live.log.mark(), request.session.testsfailed
+    mark, failed = len(live.server.lines), request.session.testsfailed
     yield live
     live.assert_still_serving(mark if request.session.testsfailed == failed else None)
 
