@@ -69,10 +69,11 @@ class EncodedList(list):
 
     def __init__(self, items: list[Any]) -> None:
         super().__init__(items)
-        self.raw = _dumps(items)
+        self.raw = _utf8(_dumps(items))
 
 
 _SPLICE = "\u0000" + secrets.token_hex(16)  # unguessable: no client-chosen string can collide with it
+_SPLICED = json.dumps(_SPLICE).encode()
 
 
 def encode(message: Any) -> bytes:
@@ -83,10 +84,15 @@ def encode(message: Any) -> bytes:
     result = message.get("result") if isinstance(message, dict) else None
     tools = result.get("tools") if isinstance(result, dict) else None
     if isinstance(tools, EncodedList):
-        shell = _dumps({**message, "result": {**result, "tools": _SPLICE}})
-        return shell.replace(json.dumps(_SPLICE), tools.raw, 1).encode("utf-8", "backslashreplace")
-    # a lone surrogate (a client's "\\ud800" escape) has no UTF-8 form: it goes back out escaped
-    return _dumps(message).encode("utf-8", "backslashreplace")
+        shell = _utf8(_dumps({**message, "result": {**result, "tools": _SPLICE}}))
+        head, _, tail = shell.partition(_SPLICED)
+        return b"".join((head, tools.raw, tail))  # one copy of the (large) list, no re-encoding
+    return _utf8(_dumps(message))
+
+
+def _utf8(text: str) -> bytes:
+    """UTF-8; a lone surrogate (a client's "\\ud800" escape) has no UTF-8 form: it goes back out escaped."""
+    return text.encode("utf-8", "backslashreplace")
 
 
 def _dumps(value: Any) -> str:
