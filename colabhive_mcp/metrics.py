@@ -11,45 +11,47 @@ from typing import Any
 
 MAX_TOOL_LABELS = 1000
 LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
-METRICS = ("TOOL_CALLS", "TOOL_LATENCY", "POLLS", "IN_FLIGHT", "ERRORS", "TENANTS", "UPSTREAM", "UPSTREAM_LATENCY",
-           "MANIFEST")
-
-
-def _define() -> dict[str, Any]:
-    from prometheus_client import Counter, Gauge, Histogram
-
-    return {
-        "TOOL_CALLS": Counter("mcp_tool_calls_total", "Tool calls, by tool and outcome", ["tool", "status"]),
-        "TOOL_LATENCY": Histogram("mcp_tool_latency_seconds", "Time from tools/call to its answer",
-                                  buckets=LATENCY_BUCKETS),
-        "POLLS": Histogram("mcp_polls_per_call", "Upstream polls one tool call needed",
-                           buckets=(0, 1, 2, 3, 5, 8, 13, 21, 34, 55)),
-        "IN_FLIGHT": Gauge("mcp_calls_in_flight", "Tool calls running now", multiprocess_mode="livesum"),
-        "ERRORS": Counter("mcp_errors_total", "Errors, by kind", ["kind"]),
-        "TENANTS": Gauge("mcp_tenants_resident", "Tenants (API keys) held in the pool", multiprocess_mode="livesum"),
-        "UPSTREAM": Counter("colabhive_upstream_requests_total", "Requests to the Builder Gateway",
-                            ["route", "status"]),
-        "UPSTREAM_LATENCY": Histogram("colabhive_upstream_latency_seconds", "Builder Gateway response time",
-                                      ["route"], buckets=LATENCY_BUCKETS),
-        "MANIFEST": Counter("mcp_manifest_requests_total",
-                            "Manifest cache lookups: hit, fetched, not_modified, stale, error", ["result"]),
-    }
+# name: (kind, metric, help, options); made on first use, so prometheus_client is not imported at start-up
+_SPECS: dict[str, tuple[str, str, str, dict[str, Any]]] = {
+    "TOOL_CALLS": ("Counter", "mcp_tool_calls_total", "Tool calls, by tool and outcome",
+                   {"labelnames": ["tool", "status"]}),
+    "TOOL_LATENCY": ("Histogram", "mcp_tool_latency_seconds", "Time from tools/call to its answer",
+                     {"buckets": LATENCY_BUCKETS}),
+    "POLLS": ("Histogram", "mcp_polls_per_call", "Upstream polls one tool call needed",
+              {"buckets": (0, 1, 2, 3, 5, 8, 13, 21, 34, 55)}),
+    "IN_FLIGHT": ("Gauge", "mcp_calls_in_flight", "Tool calls running now", {"multiprocess_mode": "livesum"}),
+    "ERRORS": ("Counter", "mcp_errors_total", "Errors, by kind", {"labelnames": ["kind"]}),
+    "TENANTS": ("Gauge", "mcp_tenants_resident", "Tenants (API keys) held in the pool",
+                {"multiprocess_mode": "livesum"}),
+    "UPSTREAM": ("Counter", "colabhive_upstream_requests_total", "Requests to the Builder Gateway",
+                 {"labelnames": ["route", "status"]}),
+    "UPSTREAM_LATENCY": ("Histogram", "colabhive_upstream_latency_seconds", "Builder Gateway response time",
+                         {"labelnames": ["route"], "buckets": LATENCY_BUCKETS}),
+    "MANIFEST": ("Counter", "mcp_manifest_requests_total",
+                 "Manifest cache lookups: hit, fetched, not_modified, stale, error", {"labelnames": ["result"]}),
+}
 
 
 def _ensure() -> None:
+    """Make every metric once (the first use of any of them)."""
     with _lock:
-        if METRICS[0] not in globals():
-            globals().update(_define())
+        if not _made:
+            import prometheus_client
+
+            _made.update({name: getattr(prometheus_client, kind)(metric, doc, **options)
+                          for name, (kind, metric, doc, options) in _SPECS.items()})
 
 
 def __getattr__(name: str) -> Any:
-    """The metrics come to life on first use: prometheus_client is not imported at start-up."""
-    if name not in METRICS:
+    """``metrics.TOOL_CALLS`` and the others (module attributes made on first use)."""
+    if name not in _SPECS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     _ensure()
-    return globals()[name]
+    globals()[name] = _made[name]  # later lookups skip this function
+    return _made[name]
 
 
+_made: dict[str, Any] = {}
 _tools_seen: set[str] = set()
 _lock = threading.Lock()
 

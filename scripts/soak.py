@@ -33,7 +33,6 @@ import os
 import random
 import re
 import secrets
-import subprocess
 import sys
 import threading
 import time
@@ -49,7 +48,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
-from bench import MODERN_META, NO_LIMITS, percentiles, process_stats  # noqa: E402
+from bench import MODERN_META, NO_LIMITS, family, percentiles, process_stats  # noqa: E402
 from colabhive_mcp.sandbox import Sandbox  # noqa: E402
 from colabhive_mcp.sandbox.contract import fingerprint  # noqa: E402
 from tests.http_server import HttpServer  # noqa: E402
@@ -399,8 +398,7 @@ def server_stats(pid: int) -> tuple[int, float]:
 
 
 def worker_pids(pid: int) -> set[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return {int(p) for p in out.split()}
+    return set(family(pid)[1:])
 
 
 class Sampler:
