@@ -51,7 +51,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 from bench import MODERN_META, NO_LIMITS, family, percentiles, process_stats  # noqa: E402
 from colabhive_mcp.sandbox import Sandbox  # noqa: E402
 from colabhive_mcp.sandbox.contract import fingerprint  # noqa: E402
-from tests.http_server import HttpServer  # noqa: E402
+from tests.http_server import HttpServer, rpc_messages  # noqa: E402
 
 MODERN = "2026-07-28"
 LEGACY_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
@@ -116,14 +116,6 @@ def register(sandbox: Sandbox, keys: list[Key]) -> None:
 
 
 # -- reading and checking answers ---------------------------------------------------------------
-
-def read_messages(response: requests.Response) -> list[dict[str, Any]]:
-    """The JSON-RPC messages of a JSON or SSE body."""
-    if response.headers.get("Content-Type", "").startswith("text/event-stream"):
-        return [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ") and line[6:]]
-    body = response.json()
-    return body if isinstance(body, list) else [body]
-
 
 def stream_messages(response: requests.Response) -> Iterator[dict[str, Any] | None]:
     """The messages of an SSE body as they arrive; None for every other line (keep-alives too)."""
@@ -310,7 +302,7 @@ class Client:
         response = self.http.post(self.url, data=json.dumps(body), headers=headers, timeout=HTTP_TIMEOUT)
         if response.status_code != 200:
             raise Unexpected(f"{method} ({era}): HTTP {response.status_code}: {response.text[:200]}")
-        messages = read_messages(response)
+        messages = rpc_messages(response)
         return check_answer(messages, request_id, key), [m for m in messages if "method" in m]
 
     def prepare(self, key: Key, era: str, method: str, params: dict[str, Any],
@@ -353,7 +345,7 @@ class Client:
         session_id = response.headers.get("Mcp-Session-Id")
         if response.status_code != 200 or not session_id:
             raise Unexpected(f"initialize: HTTP {response.status_code}, session {session_id!r}: {response.text[:200]}")
-        negotiated = check_answer(read_messages(response), 0, key).get("protocolVersion")
+        negotiated = check_answer(rpc_messages(response), 0, key).get("protocolVersion")
         if negotiated != version:
             raise Unexpected(f"initialize asked for {version}, got {negotiated}")
         self.notify(key, session_id, version, "notifications/initialized", {})

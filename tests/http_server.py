@@ -1,5 +1,6 @@
 """Start `colabhive-mcp serve` (real gunicorn) as a subprocess for the HTTP tests."""
 
+import json
 import os
 import socket
 import subprocess
@@ -12,6 +13,14 @@ import requests
 
 CONF = Path(__file__).resolve().parent.parent / "conf" / "gunicorn.conf.py"
 SECRET = "test-secret-0123456789abcdef0123456789abcdef"
+
+
+def rpc_messages(response):
+    """The JSON-RPC messages of a JSON body or of an SSE stream."""
+    if response.headers.get("Content-Type", "").startswith("text/event-stream"):
+        return [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ") and line[6:]]
+    body = response.json()
+    return body if isinstance(body, list) else [body]
 
 
 def free_port():

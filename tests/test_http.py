@@ -14,7 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import HttpServer
+from .http_server import HttpServer, rpc_messages
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 MODERN = "2026-07-28"
@@ -54,11 +54,6 @@ def modern(url, method, params=None, key=DEMO_KEY, **headers):
     if method == "tools/call":
         headers.setdefault("Mcp-Name", params["name"])
     return rpc(url, method, params, key, **headers)
-
-
-def sse_messages(response):
-    """The JSON-RPC messages of an SSE body."""
-    return [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ") and line[6:]]
 
 
 # -- the official SDK client ---------------------------------------------------------------------
@@ -150,7 +145,7 @@ def test_json_only_and_sse_only_clients_are_served(hosted):
     assert json_only.headers["Content-Type"] == "application/json" and "report ready" in json_only.text
     sse_only = rpc(hosted.url, "ping", session=session, accept="text/event-stream")
     assert sse_only.headers["Content-Type"].startswith("text/event-stream")
-    assert sse_messages(sse_only)[-1]["result"] == {}
+    assert rpc_messages(sse_only)[-1]["result"] == {}
     assert rpc(hosted.url, "ping", session=session, accept="text/html").status_code == 406
 
 
@@ -160,7 +155,7 @@ def test_progress_streams_as_sse_that_proxies_do_not_buffer(hosted):
                                              "_meta": {"progressToken": "tok"}}, session=session)
     assert response.headers["Content-Type"].startswith("text/event-stream")
     assert response.headers["Cache-Control"] == "no-cache" and response.headers["X-Accel-Buffering"] == "no"
-    messages = sse_messages(response)
+    messages = rpc_messages(response)
     progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
     assert len(progress) >= 2 and progress == sorted(progress)
     assert "report ready" in messages[-1]["result"]["content"][0]["text"]

@@ -22,7 +22,7 @@ import requests
 
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import HttpServer
+from .http_server import HttpServer, rpc_messages
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 MODERN = "2026-07-28"
@@ -66,16 +66,12 @@ def leaks(text, keys):
 
 def rpc_answer(response):
     """The JSON-RPC response carried by a JSON body or an SSE stream ({} if there is none)."""
-    if response.headers.get("Content-Type", "").startswith("text/event-stream"):
-        messages = [json.loads(line[6:]) for line in response.text.splitlines()
-                    if line.startswith("data: ") and line[6:]]
-        answers = [m for m in messages if "id" in m and ("result" in m or "error" in m)]
-        return answers[-1] if answers else {}
     try:
-        body = response.json()
+        messages = rpc_messages(response)
     except ValueError:
         return {}
-    return body if isinstance(body, dict) else {}
+    answers = [m for m in messages if isinstance(m, dict) and "id" in m and ("result" in m or "error" in m)]
+    return answers[-1] if answers else {}
 
 
 def text_of(answer):
