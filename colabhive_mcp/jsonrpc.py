@@ -119,6 +119,30 @@ def check_envelope(message: Any) -> None:
             raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "params" must be an object')
     elif not ("id" in message and ("result" in message or "error" in message)):
         raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: no "method", and not a response either')
+    elif not (message["id"] is None or is_valid_id(message["id"])):
+        raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: a response\'s "id" must be a string or an integer')
+
+
+def method_of(message: Any) -> str | None:
+    """The message's method when it has a string one; safe on any decoded JSON value.
+
+    Transports look at a frame before the core has checked it: they read its fields only
+    through this and :func:`params_of`, never with a bare ``message[...]``.
+    """
+    method = message.get("method") if isinstance(message, dict) else None
+    return method if isinstance(method, str) else None
+
+
+def params_of(message: Any) -> dict[str, Any]:
+    """The message's params when they are an object, else ``{}``; safe on any decoded JSON value."""
+    params = message.get("params") if isinstance(message, dict) else None
+    return params if isinstance(params, dict) else {}
+
+
+def meta_of(message: Any) -> dict[str, Any]:
+    """``params._meta`` when it is an object, else ``{}``."""
+    meta = params_of(message).get("_meta")
+    return meta if isinstance(meta, dict) else {}
 
 
 def is_request(message: dict[str, Any]) -> bool:
@@ -142,6 +166,14 @@ def result(id_: Any, value: dict[str, Any]) -> dict[str, Any]:
 
 def error(id_: Any, exc: JsonRpcError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id_, "error": exc.to_dict()}
+
+
+def internal_error(message: Any) -> dict[str, Any] | None:
+    """The answer to a message whose handling failed unexpectedly: ``-32603`` for a request (with
+    its id when usable), nothing for a notification or a response."""
+    if isinstance(message, dict) and ("id" not in message or "method" not in message):
+        return None
+    return error(request_id(message), JsonRpcError(INTERNAL_ERROR, "Internal error"))
 
 
 def _short(exc: Exception, limit: int = 200) -> str:

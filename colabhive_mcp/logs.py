@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import sys
+import threading
 import traceback
 from typing import Any, TextIO
 
@@ -70,6 +71,15 @@ def _text_format(record: dict[str, Any]) -> str:
     return "<green>{time:HH:mm:ss.SSS}</green> <level>{level: <7}</level> {message} " + fields + "\n"
 
 
+def _thread_failed(args: threading.ExceptHookArgs) -> None:
+    """A thread ended with an exception: one scrubbed record, like every other."""
+    if args.exc_type is SystemExit:
+        return
+    error = args.exc_value if args.exc_value is not None else args.exc_type()
+    logger.opt(exception=(args.exc_type, error, args.exc_traceback)).bind(
+        thread=args.thread.name if args.thread else None).error("thread.failed")
+
+
 def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
     """Send all logs to ``stream`` (stderr by default) as JSON lines or text; nothing ever goes to stdout."""
     stream = stream or sys.stderr
@@ -77,6 +87,7 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
         fmt = "text" if stream.isatty() else "json"
     logger.remove()
     logger.configure(patcher=_scrub)
+    threading.excepthook = _thread_failed  # never a raw traceback on stderr, even from a helper thread
     if fmt == "json":
         logger.add(_json_sink(stream), level=level.upper(), format="{message}", backtrace=False, diagnose=False)
     else:

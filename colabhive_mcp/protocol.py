@@ -96,6 +96,7 @@ class Request:
     capabilities: dict[str, Any] = field(default_factory=dict)
     profile: Profile = UNKNOWN
     narrow: Policy | None = None
+    meta: dict[str, Any] = field(default_factory=dict)  # params._meta when it is an object
 
     def send(self, method: str, params: dict[str, Any]) -> None:
         """Emit a notification for this request, unless it has been cancelled."""
@@ -161,7 +162,7 @@ class Server:
         except Exception:
             metrics.ERRORS.labels("internal").inc()
             log.bind(method=message["method"]).exception("mcp.internal_error")
-            response = jsonrpc.error(message["id"], JsonRpcError(INTERNAL_ERROR, "Internal error"))
+            response = jsonrpc.internal_error(message)
         finally:
             self._untrack(key)
         answer = None if cancelled.is_set() and not self.draining else response
@@ -283,10 +284,10 @@ class Server:
                   notify: Callable[[dict[str, Any]], None], cancelled: threading.Event,
                   narrow: Policy | None) -> dict[str, Any]:
         method, params = message["method"], message.get("params") or {}
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        meta = jsonrpc.meta_of(message)
         if method != "initialize" and META_VERSION in meta:
             request = self._modern_request(message["id"], method, params, meta, tenant, notify, cancelled)
-            request.narrow = narrow
+            request.narrow, request.meta = narrow, meta
             handler = self._modern_methods.get(method)
             if handler is None:
                 raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -306,7 +307,7 @@ class Server:
                                                "(or use protocol 2026-07-28 with per-request _meta)")
         request = Request(message["id"], method, params, session.version, False, tenant, notify, cancelled,
                           session.log_level, session, session.capabilities,
-                          profiles.for_client(session.client_info, self.config), narrow)
+                          profiles.for_client(session.client_info, self.config), narrow, meta)
         return handler(self, request)
 
     def _modern_request(self, id_: Any, method: str, params: dict[str, Any], meta: dict[str, Any],
@@ -538,7 +539,7 @@ class Server:
 
 def _reporter(request: Request) -> Callable[[dict[str, Any]], None] | None:
     """Turn invocation updates into progress notifications and/or log messages for this request."""
-    token = (request.params.get("_meta") or {}).get("progressToken")
+    token = request.meta.get("progressToken")
     if not jsonrpc.is_valid_id(token):
         token = None
     if token is None and not request.wants_log("info"):

@@ -55,6 +55,23 @@ def hosted(gateway_sandbox):
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def live(hosted):
+    """The hosted server with a keep-alive client and one session per legacy version (HTTP fuzzing)."""
+    from .fuzzing import Live
+
+    return Live(hosted)
+
+
+@pytest.fixture
+def serving(live, request):
+    """The live server; after the test it must still serve normal requests and, unless the test
+    failed already, have logged no unhandled exception."""
+    mark, failed = len(live.server.lines), request.session.testsfailed
+    yield live
+    live.assert_still_serving(mark if request.session.testsfailed == failed else None)
+
+
 @pytest.fixture
 def hostile(sandbox):
     """The sandbox serving the hostile manifest as well as its own catalogue."""

@@ -460,7 +460,9 @@ def test_sigterm_leaves_nothing_running_upstream_and_answers_every_client(gatewa
     finally:
         log = server.stop()
     assert server.process.returncode == 0
-    assert log.count('"http.draining"') == 2  # both workers drained
+    # each worker holding calls drains them (gunicorn may have handed every call to one worker;
+    # an idle worker exits at once, with nothing to drain)
+    assert 1 <= log.count('"http.draining"') <= 2
 
     # every client got an answer to its own request
     for (kind, i), got in answers.items():

@@ -116,6 +116,8 @@ class McpApp:
         except RequestEntityTooLarge:
             response = HttpError(413, jsonrpc.INVALID_REQUEST,
                                  f"Request body larger than {self.config.max_message_bytes} bytes").response()
+        except Exception:  # the edge: whatever went wrong, a JSON answer and one scrubbed log record
+            response = _json(_failed(None, http_method=request.method, path=request.path[:100]), 500)
         self._add_cors(request, response)
         return response(environ, start_response)
 
@@ -236,9 +238,15 @@ class McpApp:
             message = jsonrpc.decode(_body(request))
         except JsonRpcError as exc:
             return _json(jsonrpc.error(None, exc), 400)
-        if _is_modern(message):
-            return self._modern_post(request, message, api_key, accepts)
-        return self._legacy_post(request, message, api_key, accepts)
+        try:
+            if _is_modern(message):
+                return self._modern_post(request, message, api_key, accepts)
+            return self._legacy_post(request, message, api_key, accepts)
+        except HttpError:
+            raise
+        except Exception:  # answered as the core answers its own surprises: -32603 with the request's id
+            answer = _failed(message)
+            return Response(status=202) if answer is None else _json(answer, 200)
 
     def _modern_post(self, request: Request, message: dict[str, Any], api_key: str, accepts: set[str]) -> Response:
         """2026-07-28: stateless, with the routing headers checked against the body."""
@@ -255,7 +263,7 @@ class McpApp:
                             stream=_wants_stream(message, accepts))
 
     def _legacy_post(self, request: Request, message: Any, api_key: str, accepts: set[str]) -> Response:
-        if isinstance(message, dict) and message.get("method") == "initialize":
+        if jsonrpc.method_of(message) == "initialize" and "id" in message:
             session = self.sessions.new_session()
             response = self._answer(message, api_key, session, request, STATUS_BY_CODE,
                                     stream=JSON not in accepts)
@@ -307,9 +315,12 @@ class McpApp:
         """Serve one request as a JSON body, or as an SSE stream when it will send notifications."""
         narrow = _narrowing(http_request)
         def run(notify: Callable[[dict[str, Any]], None], cancelled: threading.Event) -> Any:
-            with self._tenant(api_key) as tenant:
-                return self.core.handle(message, tenant=tenant, session=session, notify=notify, cancelled=cancelled,
-                                        narrow=narrow)
+            try:
+                with self._tenant(api_key) as tenant:
+                    return self.core.handle(message, tenant=tenant, session=session, notify=notify,
+                                            cancelled=cancelled, narrow=narrow)
+            except Exception:
+                return _failed(message)
 
         if stream:
             return self._stream(run, session if resumable else None)
@@ -479,9 +490,12 @@ class McpApp:
             return _json(jsonrpc.error(None, exc), 400)
 
         def work() -> None:
-            with self._tenant(api_key) as tenant:
-                answer = self.core.handle(message, tenant=tenant, session=sse_session.session,
-                                          notify=sse_session.outbox.put)
+            try:
+                with self._tenant(api_key) as tenant:
+                    answer = self.core.handle(message, tenant=tenant, session=sse_session.session,
+                                              notify=sse_session.outbox.put)
+            except Exception:
+                answer = _failed(message)
             if answer is not None:
                 sse_session.outbox.put(answer)
 
@@ -507,9 +521,18 @@ class _StreamResponse(Response):
         self._generate = generate
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        self.response = self._generate(environ.get("gunicorn.socket") or environ.get("werkzeug.socket"))
+        self.response = _guarded(self._generate(environ.get("gunicorn.socket") or environ.get("werkzeug.socket")))
         self.direct_passthrough = True
         return super().__call__(environ, start_response)
+
+
+def _guarded(stream: Iterator[bytes]) -> Iterator[bytes]:
+    """A stream that ends (logged once, scrubbed) instead of raising into the server mid-response."""
+    try:
+        yield from stream
+    except Exception:
+        metrics.ERRORS.labels("internal").inc()
+        log.exception("http.stream_failed")
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -539,39 +562,35 @@ def _narrowing(request: Request) -> Policy | None:
 
 def _cancelled_request(message: Any) -> Any:
     """The request id a ``notifications/cancelled`` names, if the message is one."""
-    if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
-        params = message.get("params")
-        request_id = params.get("requestId") if isinstance(params, dict) else None
+    if jsonrpc.method_of(message) == "notifications/cancelled":
+        request_id = jsonrpc.params_of(message).get("requestId")
         return request_id if jsonrpc.is_valid_id(request_id) else None
     return None
 
 
 def _is_modern(message: Any) -> bool:
-    if not isinstance(message, dict) or message.get("method") == "initialize":
-        return False
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and META_VERSION in meta
+    return jsonrpc.method_of(message) != "initialize" and META_VERSION in jsonrpc.meta_of(message)
 
 
 def _wants_stream(message: dict[str, Any], accepts: set[str], log_level: str | None = None) -> bool:
     """SSE when the client takes only SSE, or when this request will send notifications."""
-    if JSON not in accepts or message.get("method") == "subscriptions/listen":
+    method = jsonrpc.method_of(message)
+    if JSON not in accepts or method == "subscriptions/listen":
         return True
-    if SSE not in accepts or message.get("method") != "tools/call":
+    if SSE not in accepts or method != "tools/call":
         return False
-    meta = (message.get("params") or {}).get("_meta") or {}
+    meta = jsonrpc.meta_of(message)
     return "progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta or log_level is not None
 
 
 def _header_mismatch(request: Request, message: dict[str, Any]) -> str | None:
     """Why the 2026 routing headers disagree with the body, or ``None``."""
-    params = message.get("params") or {}
-    if request.headers.get("MCP-Protocol-Version") != params["_meta"].get(META_VERSION):
+    params, method = jsonrpc.params_of(message), jsonrpc.method_of(message)
+    if request.headers.get("MCP-Protocol-Version") != jsonrpc.meta_of(message).get(META_VERSION):
         return "MCP-Protocol-Version header does not match params._meta protocolVersion"
-    if request.headers.get("Mcp-Method") != message.get("method"):
+    if method is None or request.headers.get("Mcp-Method") != method:
         return "Mcp-Method header does not match the request's method"
-    name_key = NAME_PARAMS.get(message.get("method"))
+    name_key = NAME_PARAMS.get(method)
     if name_key and isinstance(params.get(name_key), str):
         if _decode_header(request.headers.get("Mcp-Name")) != params[name_key]:
             return f"Mcp-Name header does not match params.{name_key}"
@@ -586,6 +605,15 @@ def _decode_header(value: str | None) -> str | None:
         except (binascii.Error, UnicodeDecodeError):
             return None
     return value
+
+
+def _failed(message: Any, **fields: Any) -> dict[str, Any] | None:
+    """Log an unexpected exception once (scrubbed, with a request id) and give the JSON-RPC answer
+    the message gets instead: ``-32603`` for a request, nothing for a notification."""
+    metrics.ERRORS.labels("internal").inc()
+    log.bind(request_id=secrets.token_hex(6), rpc_method=jsonrpc.method_of(message), **fields
+             ).exception("http.internal_error")
+    return jsonrpc.internal_error(message)
 
 
 def _status(answer: Any, statuses: dict[int, int]) -> int:

@@ -101,13 +101,18 @@ class StdioTransport:
             return
         if isinstance(message, list):
             self.pool.submit(self._run, self.server.handle_batch, message)
-        elif isinstance(message, dict) and "id" in message and message.get("method") not in INLINE_METHODS:
+        elif isinstance(message, dict) and "id" in message and jsonrpc.method_of(message) not in INLINE_METHODS:
             self.pool.submit(self._run, self.server.handle, message)
         else:  # notifications (e.g. cancellation) take effect before the next line is read
             self._run(self.server.handle, message)
 
     def _run(self, handler: Any, message: Any) -> None:
-        answer = handler(message, tenant=self.tenant, session=self.session, notify=self.write)
+        """Serve one message; whatever goes wrong, the process keeps reading the next line."""
+        try:
+            answer = handler(message, tenant=self.tenant, session=self.session, notify=self.write)
+        except Exception:
+            log.bind(method=jsonrpc.method_of(message)).exception("stdio.internal_error")
+            answer = jsonrpc.internal_error(message)
         if answer is not None:
             self.write(answer)
 
