@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config
+from .gateway import KeyRejected
 from .manifest import ManifestError
 from .profiles import for_client
 from .protocol import LEGACY_VERSIONS, Server, Session
@@ -39,10 +40,12 @@ def check(config: Config, out: Any = sys.stdout) -> int:
     started = time.perf_counter()
     try:
         catalog = tenant.catalog(for_client({}, config))
+    except KeyRejected as exc:
+        say(f"key        REJECTED: {exc}")
+        return KEY_REJECTED
     except ManifestError as exc:
         say(f"manifest   FAILED: {exc}")
-        cause = exc.cause
-        return KEY_REJECTED if cause is not None and cause.status == 401 else UNREACHABLE
+        return UNREACHABLE
     finally:
         tenant.close()
     took = (time.perf_counter() - started) * 1000

@@ -140,6 +140,9 @@ class Config:
     manifest_ttl: float = _setting(
         60.0, _number(float, 0, 86400), "seconds a fetched manifest is used before it is revalidated",
         env="COLABHIVE_MANIFEST_TTL")
+    rejected_key_ttl: float = _setting(
+        30.0, _number(float, 0, 86400), "seconds a key the gateway rejected is answered 401 without asking it again",
+        env="COLABHIVE_REJECTED_KEY_TTL")
     manifest_pin: str | None = _setting(
         None, _text, "only ever serve the manifest with this ETag", env="COLABHIVE_MANIFEST_PIN", metavar="ETAG")
     manifest_snapshot: str | None = _setting(

@@ -46,6 +46,17 @@ class GatewayError(Exception):
         return self.status is None or self.garbled or self.status == 429 or self.status >= 500
 
 
+class KeyRejected(Exception):
+    """The gateway refused the API key itself (401, or 403 on the manifest): nothing this key asks
+    for can work until the key is fixed. Deliberately not a :class:`GatewayError`, so no handler of
+    ordinary failures turns it into a retry, a stale copy or a tool error."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"the ColabHive gateway rejected the API key ({status} {detail})")
+        self.status = status
+        self.message = str(self)
+
+
 @dataclass(frozen=True)
 class ManifestDocument:
     """All pages of a manifest as fetched: the entries, the ETag and the bytes read."""
@@ -77,6 +88,7 @@ class Gateway:
         if session is not None:
             session.headers.update(self.headers)
         self._session_lock = threading.Lock()
+        self.rejection: KeyRejected | None = None  # set once the gateway refuses the key
 
     @property
     def session(self) -> requests.Session:
@@ -186,6 +198,10 @@ class Gateway:
                     _ = response.content  # read the body now, so a broken stream is retried here
                     return response
                 error = _error(response)
+                if error.status == 401 or (error.status == 403 and route == "manifest"):
+                    self.rejection = KeyRejected(error.status, error.message.split(" ", 1)[-1])
+                    log.bind(route=route, status=error.status, tenant=self.key_id).warning("gateway.key_rejected")
+                    raise self.rejection
             except _http().Timeout:
                 metrics.UPSTREAM.labels(route, "timeout").inc()
                 raise GatewayError(f"the gateway did not answer within {timeout or self.timeout:g} s") from None

@@ -18,6 +18,8 @@ INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+# this server's own code (outside the reserved range): the gateway rejected the caller's API key
+KEY_REJECTED = -31401
 MAX_DEPTH = 128  # deeper messages are refused: code that walks them recursively would overflow
 
 

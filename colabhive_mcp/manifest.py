@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import metrics, shared
-from .gateway import Gateway, GatewayError
+from .gateway import Gateway, GatewayError, KeyRejected
 from .logs import log
 
 RETRY_AFTER_FAILURE_S = 5.0
@@ -40,23 +40,23 @@ class Manifest:
 class ManifestError(Exception):
     """No manifest can be served (the gateway failed and there is no copy to fall back on)."""
 
-    def __init__(self, message: str, cause: GatewayError | None = None) -> None:
-        super().__init__(message)
-        self.cause = cause
-
 
 class ManifestCache:
     """A tenant's manifest, fetched lazily and revalidated after ``ttl`` seconds."""
 
     def __init__(self, gateway: Gateway, *, ttl: float = 60.0, pin: str | None = None,
-                 snapshot: Manifest | None = None, clock: Callable[[], float] = time.monotonic) -> None:
-        """``pin`` refuses any manifest whose ETag differs; a ``snapshot`` is served forever."""
+                 snapshot: Manifest | None = None, rejection_ttl: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``pin`` refuses any manifest whose ETag differs; a ``snapshot`` is served forever; a key
+        the gateway rejected is answered from memory for ``rejection_ttl`` seconds."""
         self.gateway = gateway
         self.ttl = ttl
         self.pin = pin
+        self.rejection_ttl = rejection_ttl
         self.clock = clock
         self._current = snapshot
         self._expires = math.inf if snapshot is not None else 0.0
+        self._rejection: KeyRejected | None = None
         self._fetch_lock = threading.Lock()
 
     @property
@@ -64,15 +64,19 @@ class ManifestCache:
         return self._current
 
     def get(self) -> Manifest:
-        """The manifest, revalidated first if its TTL ran out."""
+        """The manifest, revalidated first if its TTL ran out. Raises :class:`KeyRejected` (also
+        from memory, for a while after the gateway said so) or :class:`ManifestError`."""
         current = self._current
-        if current is not None and self.clock() < self._expires:
+        if current is not None and self.clock() < self._expires and self._rejection is None:
             metrics.MANIFEST.labels("hit").inc()
             return current
         with self._fetch_lock:
-            if self._current is not None and self.clock() < self._expires:
-                metrics.MANIFEST.labels("hit").inc()
-                return self._current  # another thread refreshed it while we waited
+            if self.clock() < self._expires:
+                if self._rejection is not None:
+                    raise self._rejection
+                if self._current is not None:
+                    metrics.MANIFEST.labels("hit").inc()
+                    return self._current  # another thread refreshed it while we waited
             return self._refresh()
 
     def invalidate(self) -> None:
@@ -85,10 +89,14 @@ class ManifestCache:
         started = time.perf_counter()
         try:
             document = self.gateway.fetch_manifest(etag)
+        except KeyRejected as exc:  # no stale copy for a key that is no longer accepted
+            self._rejection, self._expires = exc, self.clock() + self.rejection_ttl
+            metrics.MANIFEST.labels("rejected").inc()
+            raise
         except GatewayError as exc:
             return self._fall_back(exc)
         took_ms = round((time.perf_counter() - started) * 1000, 1)
-        self._expires = self.clock() + self.ttl
+        self._rejection, self._expires = None, self.clock() + self.ttl
         if document is None:
             if current is None:
                 return self._fall_back(GatewayError("the gateway answered 304 to an unconditional request"))
@@ -113,7 +121,7 @@ class ManifestCache:
             self._expires = 0.0
             log.bind(error=exc.message, status=exc.status, tenant=self.gateway.key_id).warning("manifest.unavailable")
             metrics.MANIFEST.labels("error").inc()
-            raise ManifestError(f"cannot load the tool manifest: {exc.message}", exc) from exc
+            raise ManifestError(f"cannot load the tool manifest: {exc.message}") from exc
         log.bind(error=exc.message, status=exc.status, etag=current.etag,
                  tenant=self.gateway.key_id).warning("manifest.stale")
         metrics.MANIFEST.labels("stale").inc()

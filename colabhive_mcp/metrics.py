@@ -28,7 +28,7 @@ _SPECS: dict[str, tuple[str, str, str, dict[str, Any]]] = {
     "UPSTREAM_LATENCY": ("Histogram", "colabhive_upstream_latency_seconds", "Builder Gateway response time",
                          {"labelnames": ["route"], "buckets": LATENCY_BUCKETS}),
     "MANIFEST": ("Counter", "mcp_manifest_requests_total",
-                 "Manifest cache lookups: hit, fetched, not_modified, stale, error", {"labelnames": ["result"]}),
+                 "Manifest cache lookups: hit, fetched, not_modified, stale, error, rejected", {"labelnames": ["result"]}),
 }
 
 

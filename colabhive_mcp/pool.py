@@ -1,8 +1,10 @@
 """The hosted mode's tenants: a thread-safe LRU of :class:`Tenant` objects keyed by key hash.
 
 A tenant is only a warm cache (gateway session, manifest): any worker can rebuild it from the
-request's key. Eviction never breaks a call in flight: a tenant is closed only once it is both
-evicted and no longer used.
+request's key. A key enters the pool only once the gateway has accepted it, so made-up keys
+never evict real tenants; a rejected key is remembered for ``rejected_key_ttl`` seconds and
+refused without asking the gateway again. Eviction never breaks a call in flight: a tenant is
+closed only once it is both evicted and no longer used.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ import hashlib
 import threading
 from typing import Callable, Iterator
 
-from cachetools import LRUCache
+from cachetools import LRUCache, TTLCache
 
 from . import metrics
 from .config import Config
+from .gateway import KeyRejected
 from .logs import log
 from .tenant import Tenant
 
@@ -27,6 +30,15 @@ class _Slot:
         self.tenant = tenant
         self.users = 0
         self.evicted = False
+
+
+class _Admission:
+    """A new key being checked with the gateway; requests for the same key wait for its verdict."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.slot: _Slot | None = None
+        self.rejected: KeyRejected | None = None
 
 
 class _EvictingLRU(LRUCache):
@@ -49,6 +61,8 @@ class TenantPool:
         self.factory = factory
         self._lock = threading.Lock()
         self._slots: _EvictingLRU = _EvictingLRU(size or config.pool_size, self._evicted)
+        self._admissions: dict[str, _Admission] = {}
+        self._rejected: TTLCache = TTLCache(maxsize=100_000, ttl=config.rejected_key_ttl or 1e-9)
 
     def __len__(self) -> int:
         with self._lock:
@@ -56,24 +70,71 @@ class TenantPool:
 
     @contextlib.contextmanager
     def tenant(self, api_key: str) -> Iterator[Tenant]:
-        """The key's tenant, held for the duration of the ``with`` block."""
+        """The key's tenant, held for the duration of the ``with`` block. Raises
+        :class:`KeyRejected` for a key the gateway refused (now, or a short while ago)."""
         digest = hashlib.sha256(api_key.encode("utf-8")).hexdigest()
-        with self._lock:
-            slot = self._slots.get(digest)
-            if slot is None:
-                slot = _Slot(self.factory(self.config, api_key))
-                self._slots[digest] = slot
-                log.bind(tenant=slot.tenant.key_id, pool_size=len(self._slots)).info("pool.tenant_added")
-                metrics.TENANTS.set(len(self._slots))
-            slot.users += 1
+        slot = self._take(digest, api_key)
         try:
             yield slot.tenant
         finally:
             with self._lock:
                 slot.users -= 1
                 close = slot.evicted and slot.users == 0
+                rejected = slot.tenant.rejection
+                if rejected is not None:  # the key stopped working: refuse it from memory from now on
+                    self._rejected[digest] = rejected
+                    if self._slots.get(digest) is slot:
+                        del self._slots[digest]
+                        slot.evicted = True
+                        close = slot.users == 0
             if close:
                 slot.tenant.close()
+
+    def _take(self, digest: str, api_key: str) -> _Slot:
+        """The resident slot (one more user), or a new one once the gateway accepts the key."""
+        with self._lock:
+            rejected = self._rejected.get(digest)
+            if rejected is not None:
+                raise rejected
+            slot = self._slots.get(digest)
+            if slot is not None:
+                slot.users += 1
+                return slot
+            admission = self._admissions.get(digest)
+            first = admission is None
+            if first:
+                admission = self._admissions[digest] = _Admission()
+        if not first:
+            admission.done.wait()
+            if admission.rejected is not None:
+                raise admission.rejected
+            return self._take(digest, api_key)  # admitted (or evicted since): look again
+        try:
+            admission.slot = self._admit(api_key)
+        except KeyRejected as exc:
+            admission.rejected = exc
+            with self._lock:
+                self._rejected[digest] = exc
+            raise
+        finally:
+            with self._lock:
+                del self._admissions[digest]
+                if admission.slot is not None:
+                    admission.slot.users += 1
+                    self._slots[digest] = admission.slot
+                    log.bind(tenant=admission.slot.tenant.key_id, pool_size=len(self._slots)).info("pool.tenant_added")
+                    metrics.TENANTS.set(len(self._slots))
+            admission.done.set()
+        return admission.slot
+
+    def _admit(self, api_key: str) -> _Slot:
+        tenant = self.factory(self.config, api_key)
+        try:
+            tenant.verify()
+        except KeyRejected:
+            tenant.close()
+            raise
+        return _Slot(tenant)
 
     def _evicted(self, slot: _Slot) -> None:
         """Called under the lock by the LRU when it drops ``slot``."""

@@ -25,7 +25,7 @@ from .invocation import ProgressTracker, status_message
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
 from .logs import log, logger
 from .manifest import ManifestError
-from .gateway import GatewayError, is_terminal
+from .gateway import GatewayError, KeyRejected, is_terminal
 from .tenant import Tenant, UnknownTool, gateway_failure
 from .policy import Policy
 from .profiles import UNKNOWN, Profile
@@ -159,6 +159,9 @@ class Server:
         except JsonRpcError as exc:
             metrics.ERRORS.labels(f"jsonrpc_{-exc.code}").inc()
             response = jsonrpc.error(message["id"], exc)
+        except KeyRejected as exc:
+            metrics.ERRORS.labels("key_rejected").inc()
+            response = jsonrpc.error(message["id"], key_rejected(exc))
         except Exception:
             metrics.ERRORS.labels("internal").inc()
             log.bind(method=message["method"]).exception("mcp.internal_error")
@@ -235,7 +238,7 @@ class Server:
         while not stop.wait(max(self.config.manifest_ttl, MIN_WATCH_S)):
             try:
                 manifest = tenant.manifest.get()
-            except ManifestError:
+            except (ManifestError, KeyRejected):
                 continue
             if seen is not None and manifest is not seen:
                 log.bind(etag=manifest.etag, tenant=tenant.key_id).info("mcp.tools.list_changed")
@@ -535,6 +538,13 @@ class Server:
         "server/discover": _discover, "tools/list": _tools_list, "tools/call": _tools_call,
         "subscriptions/listen": _listen,
         "tasks/get": _tasks_get, "tasks/cancel": _tasks_cancel, "tasks/update": _tasks_update}
+
+
+def key_rejected(exc: KeyRejected) -> JsonRpcError:
+    """What a client is told when the gateway refuses its key: that the key is bad, not "internal"."""
+    return JsonRpcError(jsonrpc.KEY_REJECTED, f"{exc.message[0].upper()}{exc.message[1:]}. Check the API key: "
+                        "COLABHIVE_API_KEY for a local server, the Authorization or X-API-Key header for a "
+                        "hosted one.")
 
 
 def _reporter(request: Request) -> Callable[[dict[str, Any]], None] | None:

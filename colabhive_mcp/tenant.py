@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from . import content, metrics
 from .config import Config
-from .gateway import Gateway, GatewayError
+from .gateway import Gateway, GatewayError, KeyRejected
 from .builtins import DEFAULT_MATCHES, DEFAULT_WAIT_S, ENTRIES as BUILTINS, SEARCH_TOOLS, follow_up_hint, search
 from .invocation import Backoff, follow, run
 from .logs import key_id, log
@@ -39,7 +39,7 @@ class Tenant:
                                timeout=config.request_timeout, retries=config.retries)
         snapshot = load_snapshot(config.manifest_snapshot) if config.manifest_snapshot else None
         self.manifest = ManifestCache(self.gateway, ttl=config.manifest_ttl, pin=config.manifest_pin,
-                                      snapshot=snapshot)
+                                      snapshot=snapshot, rejection_ttl=config.rejected_key_ttl)
         self.policy = Policy.from_config(config)
         self.backoff = Backoff(initial=config.poll_initial, maximum=config.poll_max_interval)
         self._catalogs: dict[str, Catalog] = {}  # per client profile, for the current manifest
@@ -49,6 +49,20 @@ class Tenant:
 
     def close(self) -> None:
         self.gateway.close()
+
+    @property
+    def rejection(self) -> KeyRejected | None:
+        """Why the gateway refused this key, once it has."""
+        return self.gateway.rejection
+
+    def verify(self) -> None:
+        """Ask the gateway whether it accepts this key (by fetching the manifest, which is then
+        cached): raises :class:`KeyRejected` if not. A gateway that cannot be reached says nothing
+        about the key, so that passes."""
+        try:
+            self.manifest.get()
+        except ManifestError:
+            pass
 
     def catalog(self, profile: Profile = UNKNOWN) -> Catalog:
         """The tools of the current manifest for this client profile (built once per manifest)."""
@@ -145,7 +159,7 @@ class Tenant:
         fields: dict[str, Any] = {"tool": name, "slug": tool.slug, "tenant": self.key_id}
         follow_options = {"cancelled": cancelled, "on_update": on_update, "backoff": self.backoff,
                           "heartbeat": self.config.progress_heartbeat}
-        target = tool
+        target, rejected = tool, None
         metrics.IN_FLIGHT.inc()
         try:
             if tool.builtin:
@@ -157,6 +171,8 @@ class Tenant:
             else:
                 outcome = run(self.gateway, tool.slug, arguments, sync_timeout_s=self.config.sync_timeout,
                               max_wait=self.max_wait(tool.entry), **follow_options)
+        except KeyRejected as exc:  # not a tool error: the caller is told its key is bad
+            fields["status"], result, rejected = "key_rejected", None, exc
         except GatewayError as exc:
             if tool.builtin and exc.status == 404:
                 message = f"No invocation {arguments['invocation_id']!r} is visible to this API key."
@@ -188,13 +204,13 @@ class Tenant:
         metrics.TOOL_CALLS.labels(metrics.tool_label(tool.slug), fields["status"]).inc()
         metrics.TOOL_LATENCY.observe(took)
         metrics.POLLS.observe(fields.get("polls", 0))
+        if rejected is not None:
+            raise rejected
         return content.fit(result, profile.max_text_chars, profile.max_image_bytes) if result else result
 
 
 def gateway_failure(tool: str, exc: GatewayError) -> str:
     """What the model is told when the gateway refused or failed a call."""
-    if exc.status == 401:
-        return "The ColabHive gateway rejected the API key (401). Check COLABHIVE_API_KEY."
     if exc.status == 404:
         return f"Tool {tool!r} no longer exists on ColabHive or is not visible to this API key."
     if exc.status == 422:

@@ -8,7 +8,7 @@ import requests
 import responses
 from responses import matchers
 
-from colabhive_mcp.gateway import Gateway, GatewayError
+from colabhive_mcp.gateway import KeyRejected, Gateway, GatewayError
 
 BASE = "https://gw.test/api/builder/v1"
 KEY = "hive_unit_test_key"
@@ -81,18 +81,37 @@ def test_manifest_with_a_looping_cursor_or_a_wrong_shape_fails_clearly(gateway):
 
 
 @pytest.mark.parametrize("body,expected", [
-    ({"detail": "no such key"}, "401 no such key"),
-    ({"detail": {"message": "bad thing", "code": "x1"}}, "401 bad thing"),
-    ({"error": {"code": "auth", "message": "denied"}}, "401 denied"),
-    ("plain text, not JSON", "401 Unauthorized"),
+    ({"detail": "no such thing"}, "409 no such thing"),
+    ({"detail": {"message": "bad thing", "code": "x1"}}, "409 bad thing"),
+    ({"error": {"code": "auth", "message": "denied"}}, "409 denied"),
+    ("plain text, not JSON", "409 Conflict"),
 ])
 @responses.activate
 def test_every_error_body_shape_becomes_one_message(gateway, body, expected):
     kwargs = {"json": body} if isinstance(body, dict) else {"body": body}
-    responses.get(BASE + "/invocations/inv_1", status=401, **kwargs)
+    responses.get(BASE + "/invocations/inv_1", status=409, **kwargs)
     with pytest.raises(GatewayError) as caught:
         gateway.get_invocation("inv_1")
-    assert caught.value.message == expected and caught.value.status == 401
+    assert caught.value.message == expected and caught.value.status == 409
+
+
+@pytest.mark.parametrize("route,status,rejected", [
+    ("poll", 401, True), ("invoke", 401, True), ("manifest", 401, True), ("manifest", 403, True),
+    ("invoke", 403, False), ("poll", 403, False)])
+@responses.activate
+def test_a_refused_key_is_key_rejected_not_a_gateway_error(gateway, route, status, rejected):
+    """401 anywhere, or 403 on the manifest, is the key itself; a 403 on one action is that action's."""
+    urls = {"poll": (responses.GET, "/invocations/inv_1"), "invoke": (responses.POST, "/actions/echo:invoke"),
+            "manifest": (responses.GET, "/mcp/manifest")}
+    method, path = urls[route]
+    responses.add(method, BASE + path, status=status, json={"detail": "no such key"})
+    call = {"poll": lambda: gateway.get_invocation("inv_1"), "invoke": lambda: gateway.invoke("echo", {}),
+            "manifest": gateway.fetch_manifest}[route]
+    with pytest.raises(KeyRejected if rejected else GatewayError) as caught:
+        call()
+    assert not isinstance(caught.value, GatewayError) if rejected else caught.value.status == status
+    assert (gateway.rejection is caught.value) if rejected else gateway.rejection is None
+    assert len(responses.calls) == 1  # never retried
 
 
 @responses.activate

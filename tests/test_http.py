@@ -85,6 +85,55 @@ def test_official_sdk_with_two_keys_sees_only_each_keys_tools(hosted, mode, vers
         assert len(progress) >= 3 and progress == sorted(progress)  # a 5-second job
 
 
+async def sdk_with_key(url, key, mode):
+    transport = streamable_http_client(url, http_client=httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {key}"}, timeout=30))
+    async with Client(transport, mode=mode, read_timeout_seconds=30) as client:
+        await client.list_tools()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_the_official_sdk_with_an_unknown_key_is_told_the_key_was_rejected(hosted, mode):
+    with pytest.raises(Exception) as caught:
+        anyio.run(sdk_with_key, hosted.url, "hive_nobody_knows_this_key", mode)
+    errors, nested = [], [caught.value]
+    while nested:  # anyio nests the client's error in exception groups
+        errors.append(nested.pop())
+        nested.extend(getattr(errors[-1], "exceptions", []))
+    assert any("rejected the API key (401" in str(e) for e in errors), errors
+    assert not any("Internal error" in str(e) for e in errors)
+
+
+def test_an_unknown_key_is_401_invalid_token_in_both_eras_and_the_gateway_is_asked_once_per_worker(hosted, journal):
+    key = "hive_unknown_0123456789"
+    answers = [post(hosted.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}, key)
+        for _ in range(5)]
+    answers += [modern(hosted.url, "tools/list", key=key) for _ in range(5)]
+    answers += [modern(hosted.url, "server/discover", key=key), rpc(hosted.url, "ping", key=key, session="s1.x.y")]
+    for answer in answers:
+        assert answer.status_code == 401, answer.text
+        assert answer.headers["WWW-Authenticate"] == 'Bearer error="invalid_token"'
+        assert "Mcp-Session-Id" not in answer.headers
+        error = answer.json()["error"]
+        assert error["code"] == -31401 and "rejected the API key (401" in error["message"], error
+        assert key not in answer.text
+    assert len(journal("manifest")) <= 2  # one verdict per worker, then remembered
+
+
+def test_a_key_revoked_mid_session_gets_401_from_then_on(hosted, sandbox, journal):
+    key = "hive_revoked_mid_session_01"
+    sandbox.add_key(key)
+    session = initialize(hosted.url, key)
+    assert rpc(hosted.url, "tools/call", {"name": "echo", "arguments": {"text": "ok"}}, key, session).status_code == 200
+    sandbox.reset()  # the gateway no longer knows the key
+    for _ in range(6):  # whichever worker: it asks the gateway, or remembers the gateway's answer
+        call = rpc(hosted.url, "tools/call", {"name": "echo", "arguments": {"text": "no"}}, key, session)
+        assert call.status_code == 401 and call.json()["error"]["code"] == -31401, call.text
+        assert call.headers["WWW-Authenticate"] == 'Bearer error="invalid_token"'
+    assert len(journal("invoke")) <= 2  # at most once per worker
+
+
 def test_no_key_is_401_with_a_json_rpc_body(hosted):
     response = post(hosted.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}, key=None)
     assert response.status_code == 401 and response.headers["WWW-Authenticate"].startswith("Bearer")
@@ -442,15 +491,15 @@ def test_cors_only_for_configured_origins_and_keys_never_leak(gateway_sandbox):
         allowed = post(server.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "web", "version": "1"}}},
             key=secret, Origin="https://app.example.com")
+        assert allowed.status_code == 401  # the gateway does not know the key: the browser is told so, with CORS
         assert allowed.headers["Access-Control-Allow-Origin"] == "https://app.example.com"
         assert "Mcp-Session-Id" in allowed.headers["Access-Control-Expose-Headers"]
-        listed = rpc(server.url, "tools/list", key=secret, session=allowed.headers["Mcp-Session-Id"])
-        assert "401" in listed.text and secret not in listed.text and secret not in str(listed.headers)
+        assert "401" in allowed.text and secret not in allowed.text and secret not in str(allowed.headers)
         called = modern(server.url, "tools/call", {"name": "echo", "arguments": {"text": "x"}}, key=secret)
-        assert secret not in called.text
+        assert called.status_code == 401 and secret not in called.text and secret not in str(called.headers)
     finally:
         log = server.stop()
-    assert "manifest" in log and secret not in log
+    assert "gateway.key_rejected" in log and secret not in log
 
 
 def test_tasks_are_served_by_any_process_and_bound_to_the_key(hosted, gateway_sandbox):

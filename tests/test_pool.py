@@ -1,16 +1,32 @@
 """The tenant pool: LRU by key hash, isolation, and eviction that never breaks a call in flight."""
 
 import threading
+import time
+
+import pytest
 
 from colabhive_mcp.config import Config
+from colabhive_mcp.gateway import KeyRejected
 from colabhive_mcp.pool import TenantPool
 
 
 class FakeTenant:
+    """A tenant whose gateway accepts every key except those starting with ``bad``."""
+
+    verified: list = []
+
     def __init__(self, config, api_key):
         self.api_key = api_key
         self.key_id = api_key[-4:]
         self.closed = False
+        self.rejection = None
+
+    def verify(self):
+        FakeTenant.verified.append(self.api_key)
+        time.sleep(0.05)  # the gateway takes a moment: concurrent first requests overlap
+        if self.api_key.startswith("bad"):
+            self.rejection = KeyRejected(401, "unknown key")
+            raise self.rejection
 
     def close(self):
         self.closed = True
@@ -62,3 +78,50 @@ def test_close_evicts_everything():
             tenants.append(tenant)
     pool.close()
     assert len(pool) == 0 and all(t.closed for t in tenants)
+
+
+def test_a_rejected_key_never_enters_the_pool_and_is_refused_from_memory():
+    FakeTenant.verified = []
+    pool = TenantPool(Config(pool_size=1, rejected_key_ttl=30), factory=FakeTenant)
+    with pool.tenant("key-good") as good:
+        pass
+    for _ in range(5):
+        with pytest.raises(KeyRejected):
+            with pool.tenant("bad-key"):
+                pass
+    assert FakeTenant.verified == ["key-good", "bad-key"]  # the gateway was asked once
+    with pool.tenant("key-good") as again:
+        assert again is good and not good.closed  # the junk key evicted nobody
+
+
+def test_concurrent_first_requests_of_a_new_key_ask_the_gateway_once():
+    FakeTenant.verified = []
+    pool = TenantPool(Config(pool_size=4), factory=FakeTenant)
+    seen, errors = [], []
+
+    def use(key):
+        try:
+            with pool.tenant(key) as tenant:
+                seen.append(tenant)
+        except KeyRejected as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=use, args=(key,)) for key in ["key-new"] * 20 + ["bad-new"] * 20]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert sorted(FakeTenant.verified) == ["bad-new", "key-new"]
+    assert len(seen) == 20 and len({id(t) for t in seen}) == 1 and len(errors) == 20
+
+
+def test_a_key_rejected_later_is_dropped_and_remembered():
+    FakeTenant.verified = []
+    pool = TenantPool(Config(pool_size=4, rejected_key_ttl=30), factory=FakeTenant)
+    with pool.tenant("key-revoked") as tenant:
+        tenant.rejection = KeyRejected(401, "revoked")  # a call of this request got a 401
+    assert tenant.closed and len(pool) == 0
+    with pytest.raises(KeyRejected):
+        with pool.tenant("key-revoked"):
+            pass
+    assert FakeTenant.verified == ["key-revoked"]

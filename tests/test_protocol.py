@@ -219,12 +219,17 @@ def test_a_gateway_outage_is_an_error_result(client, sandbox):
     assert answer["result"]["isError"] is True and "500 boom" in text_of(answer)
 
 
-def test_a_rejected_key_says_so(config, server):
+def test_a_rejected_key_says_so_and_is_not_asked_about_again_for_a_while(config, server, journal):
     client = Client(server, Tenant(config, "hive_not_a_real_key"))
     client.initialize()
-    answer = client.request("tools/list")
-    assert answer["error"]["code"] == -32603 and "401" in answer["error"]["message"]
-    assert "hive_not_a_real_key" not in str(answer)
+    for method, params in (("tools/list", None), ("tools/call", {"name": "echo", "arguments": {"text": "x"}}),
+                           ("tools/list", None)):
+        answer = client.request(method, params)
+        error = answer["error"]
+        assert error["code"] == -31401, answer  # not -32603: nothing is broken but the key
+        assert "rejected the API key (401" in error["message"] and "COLABHIVE_API_KEY" in error["message"]
+        assert "hive_not_a_real_key" not in str(answer)
+    assert len(journal("manifest")) == 1 and not journal("invoke")
 
 
 def test_queued_work_reports_progress_with_a_token(client):

@@ -36,7 +36,8 @@ from ..logs import configure, key_id, log
 from ..manifest import ManifestError
 from ..policy import Policy
 from ..pool import TenantPool
-from ..protocol import LEGACY_VERSIONS, META_VERSION, Server, Session
+from ..gateway import KeyRejected
+from ..protocol import LEGACY_VERSIONS, META_VERSION, Server, Session, key_rejected
 from ..sessions import SessionCodec
 from ..signing import key_binding
 from ..tenant import Tenant
@@ -55,7 +56,8 @@ READINESS_TIMEOUT_S = 2.0
 RETRY_MS = 1000  # how long a client waits before it reconnects to a handed-over stream
 # 2026: the body field each method's Mcp-Name header mirrors
 NAME_PARAMS = {"tools/call": "name", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
-STATUS_BY_CODE = {jsonrpc.PARSE_ERROR: 400, jsonrpc.INVALID_REQUEST: 400}
+STATUS_BY_CODE = {jsonrpc.PARSE_ERROR: 400, jsonrpc.INVALID_REQUEST: 400, jsonrpc.KEY_REJECTED: 401}
+INVALID_TOKEN = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
 MODERN_STATUS_BY_CODE = {**STATUS_BY_CODE, jsonrpc.INVALID_PARAMS: 400, jsonrpc.METHOD_NOT_FOUND: 404,
                          jsonrpc.HEADER_MISMATCH: 400, jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
                          jsonrpc.UNSUPPORTED_PROTOCOL_VERSION: 400}
@@ -176,6 +178,8 @@ class McpApp:
                 manifest = tenant.manifest.get()
             except ManifestError as exc:
                 raise HttpError(502, jsonrpc.INTERNAL_ERROR, f"Cannot load the tool manifest: {exc}") from None
+            except KeyRejected as exc:
+                raise HttpError(401, jsonrpc.KEY_REJECTED, key_rejected(exc).message, INVALID_TOKEN) from None
         return _json({"etag": manifest.etag, "actions": len(manifest.entries)}, 200)
 
     # -- edge checks --------------------------------------------------------------------------
@@ -218,12 +222,17 @@ class McpApp:
 
     @contextlib.contextmanager
     def _tenant(self, api_key: str) -> Iterator[Tenant]:
-        if self.single is not None:
-            yield self.single
-        else:
-            assert self.pool is not None
-            with self.pool.tenant(api_key) as tenant:
-                yield tenant
+        """The key's tenant, once the gateway has accepted the key: a rejected one is a 401 here."""
+        try:
+            if self.single is not None:
+                self.single.verify()
+                yield self.single
+            else:
+                assert self.pool is not None
+                with self.pool.tenant(api_key) as tenant:
+                    yield tenant
+        except KeyRejected as exc:
+            raise HttpError(401, jsonrpc.KEY_REJECTED, key_rejected(exc).message, INVALID_TOKEN) from None
 
     # -- POST /mcp ----------------------------------------------------------------------------
 
@@ -234,21 +243,23 @@ class McpApp:
         if request.mimetype != JSON:
             raise HttpError(415, jsonrpc.INVALID_REQUEST, f"Content-Type must be {JSON}")
         api_key = self._api_key(request)
-        try:
-            message = jsonrpc.decode(_body(request))
-        except JsonRpcError as exc:
-            return _json(jsonrpc.error(None, exc), 400)
-        try:
-            if _is_modern(message):
-                return self._modern_post(request, message, api_key, accepts)
-            return self._legacy_post(request, message, api_key, accepts)
-        except HttpError:
-            raise
-        except Exception:  # answered as the core answers its own surprises: -32603 with the request's id
-            answer = _failed(message)
-            return Response(status=202) if answer is None else _json(answer, 200)
+        with contextlib.ExitStack() as lease:  # the key is checked first: a rejected one is a 401 here
+            caller = _Caller(api_key, lease.enter_context(self._tenant(api_key)), lease)
+            try:
+                message = jsonrpc.decode(_body(request))
+            except JsonRpcError as exc:
+                return _json(jsonrpc.error(None, exc), 400)
+            try:
+                if _is_modern(message):
+                    return self._modern_post(request, message, caller, accepts)
+                return self._legacy_post(request, message, caller, accepts)
+            except HttpError:
+                raise
+            except Exception:  # answered as the core answers its own surprises: -32603 with the request's id
+                answer = _failed(message)
+                return Response(status=202) if answer is None else _json(answer, 200)
 
-    def _modern_post(self, request: Request, message: dict[str, Any], api_key: str, accepts: set[str]) -> Response:
+    def _modern_post(self, request: Request, message: dict[str, Any], caller: _Caller, accepts: set[str]) -> Response:
         """2026-07-28: stateless, with the routing headers checked against the body."""
         mismatch = _header_mismatch(request, message)
         if mismatch:
@@ -259,31 +270,28 @@ class McpApp:
         if message.get("method") == "subscriptions/listen" and SSE not in accepts:
             raise HttpError(406, jsonrpc.INVALID_REQUEST, f"subscriptions/listen answers with {SSE}: Accept it")
         session = Session(id="modern:" + secrets.token_urlsafe(8), transport="streamable-http")
-        return self._answer(message, api_key, session, request, MODERN_STATUS_BY_CODE,
+        return self._answer(message, caller, session, request, MODERN_STATUS_BY_CODE,
                             stream=_wants_stream(message, accepts))
 
-    def _legacy_post(self, request: Request, message: Any, api_key: str, accepts: set[str]) -> Response:
+    def _legacy_post(self, request: Request, message: Any, caller: _Caller, accepts: set[str]) -> Response:
         if jsonrpc.method_of(message) == "initialize" and "id" in message:
             session = self.sessions.new_session()
-            response = self._answer(message, api_key, session, request, STATUS_BY_CODE,
-                                    stream=JSON not in accepts)
+            response = self._answer(message, caller, session, request, STATUS_BY_CODE, stream=JSON not in accepts)
             if session.version is not None:
-                response.headers["Mcp-Session-Id"] = self.sessions.issue(session, api_key)
-                log.bind(session=session.id, tenant=key_id(api_key), transport="streamable-http"
+                response.headers["Mcp-Session-Id"] = self.sessions.issue(session, caller.key)
+                log.bind(session=session.id, tenant=caller.tenant.key_id, transport="streamable-http"
                          ).info("http.session.issued")
             return response
-        session = self._restore_session(request, api_key)
+        session = self._restore_session(request, caller.key)
         version = request.headers.get("MCP-Protocol-Version")
         if version is not None and version not in LEGACY_VERSIONS:
             raise HttpError(400, jsonrpc.INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}")
         session.log_level = self._log_levels.get(session.id)
         if isinstance(message, list):
-            with self._tenant(api_key) as tenant:
-                answer = self.core.handle_batch(message, session=session, tenant=tenant, narrow=_narrowing(request))
+            answer = self.core.handle_batch(message, session=session, tenant=caller.tenant, narrow=_narrowing(request))
             return Response(status=202) if answer is None else _json(answer, 200)
         if not (isinstance(message, dict) and "id" in message and "method" in message):
-            with self._tenant(api_key) as tenant:
-                answer = self.core.handle(message, tenant=tenant, session=session)
+            answer = self.core.handle(message, tenant=caller.tenant, session=session)
             cancelled_id = _cancelled_request(message)
             if self.relay is not None and cancelled_id is not None:
                 self.relay.publish(session.id, cancelled_id)  # the call may run in another worker
@@ -291,8 +299,7 @@ class McpApp:
         resumable = self.events is not None and session.version >= "2025-11-25"
         stream = _wants_stream(message, accepts, session.log_level) or (
             SSE in accepts and message.get("method") == "tools/call" and (resumable or self._may_ask(session)))
-        response = self._answer(message, api_key, session, request, STATUS_BY_CODE, stream=stream,
-                                resumable=resumable)
+        response = self._answer(message, caller, session, request, STATUS_BY_CODE, stream=stream, resumable=resumable)
         if message.get("method") == "logging/setLevel" and session.log_level:
             self._log_levels[session.id] = session.log_level
         return response
@@ -310,17 +317,19 @@ class McpApp:
             raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown or expired session: initialize again")
         return session
 
-    def _answer(self, message: dict[str, Any], api_key: str, session: Session, http_request: Request,
+    def _answer(self, message: dict[str, Any], caller: _Caller, session: Session, http_request: Request,
                 statuses: dict[int, int], *, stream: bool, resumable: bool = False) -> Response:
         """Serve one request as a JSON body, or as an SSE stream when it will send notifications."""
         narrow = _narrowing(http_request)
+        held = caller.lease.pop_all()  # the tenant stays held until the answer is complete, on whichever thread
+
         def run(notify: Callable[[dict[str, Any]], None], cancelled: threading.Event) -> Any:
-            try:
-                with self._tenant(api_key) as tenant:
-                    return self.core.handle(message, tenant=tenant, session=session, notify=notify,
+            with held:
+                try:
+                    return self.core.handle(message, tenant=caller.tenant, session=session, notify=notify,
                                             cancelled=cancelled, narrow=narrow)
-            except Exception:
-                return _failed(message)
+                except Exception:
+                    return _failed(message)
 
         if stream:
             return self._stream(run, session if resumable else None)
@@ -416,7 +425,8 @@ class McpApp:
             return _not_allowed("POST" if self.events is None else "POST, DELETE")
         if SSE not in _accepts(request):
             raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {SSE}")
-        session = self._restore_session(request, self._api_key(request))
+        api_key = self._api_key(request)
+        session = self._restore_session(request, api_key)
         last_event_id = request.headers.get("Last-Event-ID")
         if last_event_id:
             found = self.events.find(last_event_id, session.id)
@@ -427,10 +437,11 @@ class McpApp:
                                    mimetype=SSE, headers=SSE_HEADERS)
         outbox: queue.Queue = queue.Queue()
         stop = threading.Event()
-        api_key = self._api_key(request)
+        lease = contextlib.ExitStack()
+        tenant = lease.enter_context(self._tenant(api_key))  # a stream opens only for a key the gateway accepts
 
         def watch() -> None:
-            with self._tenant(api_key) as tenant:
+            with lease:
                 self.core.watch_tools(tenant, stop, lambda: outbox.put(
                     {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
 
@@ -457,6 +468,8 @@ class McpApp:
     def _sse_open(self, request: Request) -> Response:
         """The old transport's stream: an ``endpoint`` event, then every answer of the session."""
         api_key = self._api_key(request)
+        with self._tenant(api_key):
+            pass  # a stream opens only for a key the gateway accepts
         sse_session = _LegacySseSession(self.sessions.new_session("sse"), key_binding(api_key))
         with self._lock:
             self._sse_sessions[sse_session.session.id] = sse_session
@@ -501,6 +514,16 @@ class McpApp:
 
         threading.Thread(target=work, name="mcp-sse-message", daemon=True).start()
         return Response(b"Accepted", 202, mimetype="text/plain")
+
+
+@dataclass
+class _Caller:
+    """Who sent a POST: the key, its tenant, and the hold on that tenant (released when the request
+    is answered; an SSE answer takes the hold over with ``lease.pop_all()``)."""
+
+    key: str
+    tenant: Tenant
+    lease: contextlib.ExitStack
 
 
 @dataclass
@@ -623,7 +646,7 @@ def _status(answer: Any, statuses: dict[int, int]) -> int:
 
 
 def _json(answer: Any, status: int) -> Response:
-    return Response(jsonrpc.encode(answer), status, mimetype=JSON)
+    return Response(jsonrpc.encode(answer), status, headers=INVALID_TOKEN if status == 401 else None, mimetype=JSON)
 
 
 def _sse_event(message: Any, event_id: str | None = None) -> bytes:

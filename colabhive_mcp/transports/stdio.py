@@ -19,10 +19,12 @@ from typing import Any, BinaryIO
 from .. import jsonrpc
 from ..jsonrpc import JsonRpcError
 from ..logs import log
-from ..protocol import Server, Session
+from ..gateway import KeyRejected
+from ..protocol import Server, Session, key_rejected
 from ..tenant import Tenant
 
 INLINE_METHODS = frozenset({"initialize"})  # answered before the next line is read
+PREFETCH_AFTER_S = 0.5  # after the handshake, which must not wait for the gateway
 READ_CHUNK = 1 << 16
 
 
@@ -62,7 +64,16 @@ class StdioTransport:
             self._stopped.set()
 
     def _watch_manifest(self) -> None:
-        """Tell a handshake-era client when its tool list changed (2026 clients use listen)."""
+        """Shortly after start, fetch the tool list (a rejected key is said on stderr at once, and
+        the first tools/list is warm); then tell a handshake-era client when its tool list changed
+        (2026 clients use listen)."""
+        if self._stopped.wait(PREFETCH_AFTER_S):
+            return
+        try:
+            self.tenant.verify()
+        except KeyRejected as exc:
+            log.bind(hint=key_rejected(exc).message).error("stdio.key_rejected")
+
         def changed() -> None:
             if self.session.version is not None:
                 self.write({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
