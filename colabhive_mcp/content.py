@@ -36,6 +36,13 @@ def pending_result(invocation: dict[str, Any], tool_name: str, hint: str) -> dic
                              f"(invocation {invocation.get('invocation_id')}). {hint}")]}
 
 
+def unknown_result(tool_name: str, invocation_id: str | None, why: str, hint: str) -> dict[str, Any]:
+    """The answer when a call's work exists upstream but nobody knows where it stands: an error
+    that names the invocation and says how to follow it up, so that nobody runs it twice."""
+    return error_result(f"Tool {tool_name!r} started on ColabHive (invocation {invocation_id}), but {why}, so its "
+                        f"state is unknown: it may still be running, or have finished; do not run it again. {hint}")
+
+
 def tool_result(invocation: dict[str, Any], tool_name: str, version: str,
                 output_check: Check | None = None) -> dict[str, Any]:
     """The ``CallToolResult`` for a terminal invocation, as ``version`` can carry it."""

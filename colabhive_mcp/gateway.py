@@ -132,9 +132,11 @@ class Gateway:
                                  timeout=timeout)
         return _invocation(response)
 
-    def get_invocation(self, invocation_id: str) -> tuple[dict[str, Any], float | None]:
-        """The Invocation as it stands, and the gateway's ``Retry-After`` hint for the next poll."""
-        response = self._request("GET", f"/invocations/{_segment(invocation_id)}")
+    def get_invocation(self, invocation_id: str, *, timeout: float | None = None) -> tuple[dict[str, Any], float | None]:
+        """The Invocation as it stands, and the gateway's ``Retry-After`` hint for the next poll.
+        ``timeout`` may shorten the wait for the answer (never lengthen it)."""
+        response = self._request("GET", f"/invocations/{_segment(invocation_id)}",
+                                 timeout=min(timeout, self.timeout) if timeout else None)
         return _invocation(response), _retry_after(response)
 
     def cancel(self, invocation_id: str) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from .gateway import Gateway, GatewayError, is_terminal
 from .logs import log
 
 MAX_POLL_FAILURES = 3
+MIN_POLL_TIMEOUT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,9 @@ class Backoff:
 
 @dataclass
 class Outcome:
-    """How a call ended: ``done`` (terminal invocation), ``pending`` (still running) or ``cancelled``."""
+    """How a call ended: ``done`` (terminal invocation), ``pending`` (the gateway's latest word is
+    that it still runs), ``unknown`` (the wait ended while the gateway was not answering: nobody
+    knows where the work stands) or ``cancelled``."""
 
     state: str
     invocation: dict[str, Any] | None
@@ -52,7 +55,8 @@ class Outcome:
 def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: threading.Event,
         sync_timeout_s: int = 1, **follow_options: Any) -> Outcome:
     """Invoke ``slug`` and :func:`follow` it to a terminal state. Raises :class:`GatewayError`
-    when the gateway refuses the call or stays unreachable for several polls in a row.
+    when the gateway refuses the call or stays unreachable for several polls in a row (then
+    naming the invocation, which exists upstream).
 
     Without an ``on_update`` listener the gateway may hold the invoke ``sync_timeout_s`` seconds,
     which saves a poll for work that finishes within it.
@@ -66,11 +70,7 @@ def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: th
         on_update({"status": "submitted", "action_slug": slug})
     invocation = gateway.invoke(slug, arguments, sync=on_update is None, sync_timeout_s=sync_timeout_s,
                                 idempotency_key=str(uuid.uuid4()))
-    try:
-        return follow(gateway, invocation, cancelled=cancelled, **follow_options)
-    except GatewayError as exc:
-        exc.invocation_id = invocation.get("invocation_id")  # the work exists upstream: say which
-        raise
+    return follow(gateway, invocation, cancelled=cancelled, **follow_options)
 
 
 def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading.Event,
@@ -86,6 +86,7 @@ def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading
     """
     started = last_report = clock()
     polls, failures, retry_after = 0, 0, None
+    answered = True  # whether ``invocation`` is the gateway's answer to our latest question
     delays = backoff.delays()
     last_seen = None
     while True:
@@ -100,18 +101,20 @@ def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading
         last_seen = snapshot
         remaining = started + max_wait - now
         if remaining <= 0:
-            return Outcome("pending", invocation, polls)
+            return Outcome("pending" if answered else "unknown", invocation, polls)
         delay = min(max(next(delays), retry_after or 0.0), remaining)
         if on_update is not None:
             delay = min(delay, max(0.0, last_report + heartbeat - now))
         if cancelled.wait(delay):
             return _cancel(gateway, invocation, polls, upstream=cancel_upstream)
-        try:
-            invocation, retry_after = gateway.get_invocation(invocation["invocation_id"])
-            failures = 0
+        try:  # a poll never holds the call past its wait
+            invocation, retry_after = gateway.get_invocation(
+                invocation["invocation_id"], timeout=max(MIN_POLL_TIMEOUT_S, started + max_wait - clock()))
+            failures, answered = 0, True
         except GatewayError as exc:
-            failures += 1
+            failures, answered = failures + 1, False
             if not exc.transient or failures >= MAX_POLL_FAILURES:
+                exc.invocation_id = invocation.get("invocation_id")  # the work exists upstream: say which
                 raise
             retry_after = exc.retry_after
             log.bind(invocation_id=invocation.get("invocation_id"), status=exc.status,

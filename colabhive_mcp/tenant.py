@@ -175,14 +175,12 @@ class Tenant:
             fields["status"], result, rejected = "key_rejected", None, exc
         except GatewayError as exc:
             if tool.builtin and exc.status == 404:
-                message = f"No invocation {arguments['invocation_id']!r} is visible to this API key."
+                result = content.error_result(f"No invocation {arguments['invocation_id']!r} is visible to this API key.")
             elif exc.invocation_id:
-                message = (f"Tool {name!r} started on ColabHive (invocation {exc.invocation_id}), but following it "
-                           f"failed: {exc.message}. The work may still finish, so do not run it again. "
-                           + follow_up_hint(exc.invocation_id))
+                result = content.unknown_result(name, exc.invocation_id, f"following it failed ({exc.message})",
+                                                follow_up_hint(exc.invocation_id))
             else:
-                message = gateway_failure(name, exc)
-            result = content.error_result(message)
+                result = content.error_result(gateway_failure(name, exc))
             fields.update(status="gateway_error", error=exc.message, http_status=exc.status,
                           invocation_id=exc.invocation_id)
             metrics.ERRORS.labels("gateway").inc()
@@ -194,6 +192,9 @@ class Tenant:
                 result = content.tool_result(outcome.invocation, target.name, version, target.output_check)
             elif outcome.state == "pending":
                 result = content.pending_result(outcome.invocation, target.name, follow_up_hint(outcome.invocation_id))
+            elif outcome.state == "unknown":
+                result = content.unknown_result(target.name, outcome.invocation_id, "the gateway stopped answering "
+                                                "while the call waited", follow_up_hint(outcome.invocation_id))
             else:
                 result = None
         finally:

@@ -358,6 +358,24 @@ def test_an_invocation_that_never_ends_returns_a_handle_in_time(faulty, sandbox)
     assert_server_log_clean(faulty, mark)
 
 
+@pytest.mark.parametrize("fault", [F("poll", "hang", PERSISTENT, seconds=30), F("poll", "reset", PERSISTENT)])
+def test_a_wait_that_ends_while_the_gateway_is_silent_never_claims_the_work_is_running(faulty, sandbox, fault):
+    """Polls that get no answer until the wait ends: nobody knows whether the job still runs, so the
+    call says its state is unknown (an error naming the invocation and how to follow it up), never
+    "still running" - and a hung poll does not hold the call past its wait."""
+    mark = faulty.mark()
+    sandbox.faults.add(slug="batch-report", **fault)
+    answer = call(faulty, "batch-report", {"seconds": 600})
+    assert_clear(answer)
+    assert answer.kind == "error" and answer.seconds < NEVER_ENDS_BOUND, answer.body
+    (invocation,) = assert_one_invocation_at_most(sandbox, DEMO_KEY, 1)[1]
+    for words in (invocation.id, "state is unknown", "do not run it again", "colabhive__get_invocation"):
+        assert words in answer.text, answer.body
+    assert "still running" not in answer.text and "is still" not in answer.text
+    sandbox.faults.clear()
+    assert_server_log_clean(faulty, mark)
+
+
 def test_losing_the_gateway_after_the_invoke_names_the_running_invocation(faulty, sandbox):
     """The invoke succeeded, then every poll failed: the work runs on upstream, so the answer must
     say so and name the invocation (a model told "could not be run" runs it a second time)."""

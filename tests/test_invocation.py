@@ -23,7 +23,7 @@ class ScriptedGateway:
         self.invokes.append((slug, arguments, kwargs))
         return self._next()
 
-    def get_invocation(self, invocation_id):
+    def get_invocation(self, invocation_id, timeout=None):
         self.polls.append(time.monotonic())
         state = self._next()
         if isinstance(state, Exception):
@@ -63,6 +63,28 @@ def test_max_wait_returns_the_pending_invocation():
     gateway = ScriptedGateway(inv("running"))
     outcome = run(gateway, "s", {}, cancelled=threading.Event(), max_wait=0.2, backoff=FAST)
     assert outcome.state == "pending" and outcome.invocation_id == "inv_1"
+
+
+def test_a_wait_that_ends_after_an_unanswered_poll_is_unknown_not_pending():
+    silent = ScriptedGateway(inv("running"), inv("running"), GatewayError("did not answer within 2 s"))
+    outcome = run(silent, "s", {}, cancelled=threading.Event(), max_wait=0.3,
+                  backoff=Backoff(initial=0.12, maximum=0.12, jitter=0.0))
+    assert outcome.state == "unknown" and outcome.invocation_id == "inv_1"
+    recovered = ScriptedGateway(inv("running"), GatewayError("did not answer"), inv("running"))
+    outcome = run(recovered, "s", {}, cancelled=threading.Event(), max_wait=0.3,
+                  backoff=Backoff(initial=0.12, maximum=0.12, jitter=0.0))
+    assert outcome.state == "pending"  # the gateway's latest word: still running
+
+
+def test_a_poll_never_waits_past_the_end_of_the_wait():
+    class Slow(ScriptedGateway):
+        def get_invocation(self, invocation_id, timeout=None):
+            self.timeouts = [*getattr(self, "timeouts", []), timeout]
+            return super().get_invocation(invocation_id)
+
+    slow = Slow(inv("running"))
+    run(slow, "s", {}, cancelled=threading.Event(), max_wait=3.0, backoff=Backoff(initial=1.0, maximum=1.0, jitter=0))
+    assert all(1.0 <= t <= 2.05 for t in slow.timeouts), slow.timeouts
 
 
 def test_cancellation_interrupts_the_backoff_sleep_and_cancels_upstream():
