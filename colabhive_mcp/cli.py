@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="how long the cold-summarizer model takes to load")
     sandbox.add_argument("--page-size", type=int, default=8, metavar="N", help="manifest entries per page")
     sandbox.add_argument("--quiet", action="store_true", help="do not log each request")
+    sandbox.add_argument("--conformance-tools", action="store_true",
+                         help="also publish the tools the official MCP conformance suite calls (test_*)")
     sandbox.set_defaults(run=run_sandbox)
 
     demo = commands.add_parser("demo", help="watch an MCP session against the sandbox gateway")
@@ -198,7 +200,8 @@ def run_config(args: argparse.Namespace) -> int:
 def run_sandbox(args: argparse.Namespace) -> int:
     from .sandbox import serve
 
-    serve(host=args.host, port=args.port, quiet=args.quiet, cold_start_s=args.cold_start, page_size=args.page_size)
+    serve(host=args.host, port=args.port, quiet=args.quiet, cold_start_s=args.cold_start, page_size=args.page_size,
+          conformance_tools=args.conformance_tools)
     return 0
 
 

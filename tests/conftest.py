@@ -10,7 +10,7 @@ from colabhive_mcp.tenant import Tenant
 
 @pytest.fixture(scope="session")
 def gateway_sandbox():
-    with Sandbox(cold_start_s=3.0, page_size=4) as sandbox:
+    with Sandbox(cold_start_s=3.0, page_size=4, conformance_tools=True) as sandbox:
         yield sandbox
 
 

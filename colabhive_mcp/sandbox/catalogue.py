@@ -1,4 +1,5 @@
-"""The sandbox's default catalogue: realistic actions, the MCP conformance tools, and who sees what."""
+"""The sandbox's default catalogue: realistic actions, the MCP conformance tools (on request), and who
+sees what."""
 
 from __future__ import annotations
 
@@ -372,6 +373,6 @@ def _conformance_actions() -> list[Action]:
     ]
 
 
-def default_actions() -> list[Action]:
-    """A fresh copy of the default catalogue."""
-    return _realistic_actions() + _conformance_actions()
+def default_actions(conformance: bool = False) -> list[Action]:
+    """A fresh copy of the default catalogue; ``conformance`` adds the conformance suite's tools."""
+    return _realistic_actions() + (_conformance_actions() if conformance else [])

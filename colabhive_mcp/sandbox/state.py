@@ -26,6 +26,7 @@ class Settings:
     model_idle_s: float = 600.0  # a model unused this long is cold again
     sync_timeout_s: int = 60  # how long ``sync`` holds a request when the body gives no timeout
     sync_poll_s: float = 0.05  # how often a held request looks at its invocation
+    conformance_tools: bool = False  # also publish the tools the MCP conformance suite calls (test_*)
 
 
 class SandboxState:
@@ -33,7 +34,7 @@ class SandboxState:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.registry = Registry(default_actions)
+        self.registry = Registry(lambda: default_actions(settings.conformance_tools))
         self.invocations = Invocations()
         self.cold_starts = ColdStarts(settings.cold_start_s, settings.model_idle_s)
         self.journal = Journal()

@@ -34,7 +34,7 @@ class GatewayClient(requests.Session):
 
 @pytest.fixture(scope="session")
 def running_sandbox() -> Iterator[Sandbox]:
-    with Sandbox(cold_start_s=COLD_START_S, page_size=8, poll_after_s=0.2) as sandbox:
+    with Sandbox(cold_start_s=COLD_START_S, page_size=8, poll_after_s=0.2, conformance_tools=True) as sandbox:
         yield sandbox
 
 
