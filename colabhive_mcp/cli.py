@@ -11,17 +11,23 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
-from . import __version__, logs
+from . import __version__, logs, upgrade
 from .config import SETTINGS, Config, ConfigError, Resolved, load
 
 CLIENTS = ("claude-desktop", "cursor", "claude-code", "n8n", "vscode")
 COMMANDS = ("stdio", "serve", "check", "tools", "call", "client-config", "config", "sandbox", "demo")
+# 0.3.4's commands, kept working
+OLD_COMMANDS = {"version": "--version", "test": "check", "sdk-stdio": "stdio", "sdk-serve": "serve"}
+# 0.3.4's flags with no equivalent: refused with what to do instead
+RETIRED_FLAGS = {f"--{name.replace('_', '-')}": name for name in (*upgrade.RETIRED, *upgrade.GATES)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in OLD_COMMANDS:
+        argv[0] = OLD_COMMANDS[argv[0]]
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "stdio")  # `colabhive-mcp [flags]` is the stdio server
     args = build_parser().parse_args(argv)
@@ -71,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     snippet.set_defaults(run=run_client_config)
 
     config = commands.add_parser("config", help="print the resolved configuration and where each value came from")
+    config.add_argument("--show", action="store_true", help="print it (the default)")
+    config.add_argument("--check", action="store_true", help="check it with the gateway instead (as `check` does)")
     _add_settings(config)
     config.set_defaults(run=run_config)
 
@@ -91,23 +99,46 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_settings(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE", help="TOML configuration file (default: $COLABHIVE_MCP_CONFIG)")
+    parser.add_argument("--config", "--config-path", metavar="FILE",
+                        help="TOML configuration file (default: $COLABHIVE_MCP_CONFIG, else "
+                             "~/.config/colabhive-mcp/config.toml when it exists)")
+    parser.add_argument("--profile", metavar="NAME", help="the file ~/.config/colabhive-mcp/profiles/NAME.toml "
+                                                          "as the configuration file (as in 0.3.4)")
     parser.add_argument("--sandbox", action="store_true",
                         help="start the sandbox gateway in-process and use it with a demo key")
     group = parser.add_argument_group("settings (flag > environment > config file > default)")
     for f in SETTINGS:
-        flag = "--" + f.name.replace("_", "-")
+        flags = ["--" + name.replace("_", "-") for name in (f.name, *f.metadata["aliases"])]
         env = f" [${f.metadata['env']}]" if f.metadata["env"] else ""
         if f.type in (bool, "bool"):
-            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+            group.add_argument(*flags, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
                                help=f.metadata["help"] + env)
         else:
-            group.add_argument(flag, dest=f.name, default=None, metavar=f.metadata["metavar"] or "N",
+            group.add_argument(*flags, dest=f.name, default=None, metavar=f.metadata["metavar"] or "N",
                                help=f.metadata["help"] + env)
+    for flag, name in RETIRED_FLAGS.items():
+        group.add_argument(flag, action=_Retired, nargs="?", help=argparse.SUPPRESS, dest=f"retired_{name}")
+
+
+class _Retired(argparse.Action):
+    """A 0.3.4 flag with no equivalent: refused, saying what to do instead."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        name = RETIRED_FLAGS[option_string or ""]
+        problem = upgrade.retired(name, "true" if values is None else values, f"flag {option_string}")
+        if problem:
+            parser.error(problem)
 
 
 def resolve(args: argparse.Namespace) -> Resolved:
-    return load({f.name: getattr(args, f.name) for f in SETTINGS}, config_file=args.config)
+    config_file = args.config
+    if args.profile:
+        try:
+            config_file = upgrade.profile_file(args.profile)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return load({f.name: getattr(args, f.name) for f in SETTINGS}, config_file=config_file)
 
 
 @contextlib.contextmanager
@@ -116,7 +147,10 @@ def gateway_config(args: argparse.Namespace, *, demo_key: bool) -> Iterator[Conf
     (and, when ``demo_key``, using its first demo key)."""
     resolved = resolve(args)
     config = resolved.config
-    logs.configure(config.log_level, config.log_format)
+    try:
+        logs.configure(config.log_level, config.log_format, file=config.log_file)
+    except OSError as exc:
+        raise ConfigError(f"log_file {config.log_file!r}: {exc.strerror}") from None
     if not args.sandbox:
         yield config
         return
@@ -189,6 +223,8 @@ def run_client_config(args: argparse.Namespace) -> int:
 
 
 def run_config(args: argparse.Namespace) -> int:
+    if args.check:
+        return run_check(args)
     resolved = resolve(args)
     rows = resolved.describe()
     width = max(len(name) for name, _, _ in rows)

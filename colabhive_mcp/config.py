@@ -12,12 +12,12 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
-from urllib.parse import urlsplit
 
+from . import upgrade
 from .logs import key_id
+from .parsers import API_PREFIX, bind, boolean, choice, number, secret, text, url, waits, words
 
 DEFAULT_API_URL = "https://api.colabhive.com"
-API_PREFIX = "/api/builder/v1"
 CONFIG_ENV = "COLABHIVE_MCP_CONFIG"
 STABILITIES = ("experimental", "beta", "stable")
 PROFILE_NAMES = ("claude-code", "claude-desktop", "cursor", "vscode", "gemini", "n8n", "inspector", "unknown")
@@ -27,99 +27,17 @@ class ConfigError(ValueError):
     """One or more settings are invalid; the message names each one and where it came from."""
 
 
-# -- parsers: text (env/flag) or a TOML value in, a typed value out; ValueError explains -------
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError("expected a string")
-    return value.strip()
-
-
-def _number(kind: type, low: float, high: float) -> Callable[[Any], Any]:
-    def parse(value: Any) -> Any:
-        if isinstance(value, bool):
-            raise ValueError("expected a number")
-        try:
-            number = kind(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"expected {'a whole number' if kind is int else 'a number'}") from None
-        if not low <= number <= high:
-            raise ValueError(f"must be between {low:g} and {high:g}")
-        return number
-
-    return parse
-
-
-def _boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError("expected true or false")
-
-
-def _words(value: Any) -> tuple[str, ...]:
-    """A list: comma-separated text, or a TOML array of strings."""
-    items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
-        raise ValueError("expected a comma-separated list")
-    return tuple(i.strip() for i in items if i.strip())
-
-
-def _waits(value: Any) -> tuple[tuple[str, float], ...]:
-    """``kind_or_class=seconds`` pairs: ``slow=900,batch=3600,llm=60`` (text or a TOML table)."""
-    pairs = value.items() if isinstance(value, dict) else [p.split("=", 1) for p in _words(value)]
-    try:
-        parsed = tuple((str(k).strip(), float(v)) for k, v in pairs)
-    except (TypeError, ValueError):
-        raise ValueError("expected NAME=SECONDS pairs, e.g. slow=900,batch=3600") from None
-    if any(not k or not 1 <= v <= 86400 for k, v in parsed):
-        raise ValueError("each NAME=SECONDS needs a name and 1 to 86400 seconds")
-    return parsed
-
-
-def _choice(*options: str) -> Callable[[Any], str]:
-    def parse(value: Any) -> str:
-        text = _text(value).lower()
-        if text not in options:
-            raise ValueError(f"must be one of {', '.join(options)}")
-        return text
-
-    return parse
-
-
-def _url(value: Any) -> str:
-    text = _text(value).rstrip("/")
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError("expected an http(s) URL such as https://api.colabhive.com")
-    if parts.query or parts.fragment:
-        raise ValueError("must not carry a query or fragment")
-    return text if parts.path not in ("", "/") else text + API_PREFIX
-
-
-def _bind(value: Any) -> str:
-    host, sep, port = _text(value).rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError("expected HOST:PORT, e.g. 127.0.0.1:8765")
-    return f"{host}:{port}"
-
-
-def _secret(value: Any) -> str:
-    text = _text(value)
-    if len(text) < 32:
-        raise ValueError("must be at least 32 characters (e.g. 64 hex digits)")
-    return text
-
-
 def _setting(default: Any, parse: Callable[[Any], Any], help: str, *, env: str | None = None,
-             secret: bool = False, metavar: str | None = None, example: Any = None) -> Any:
-    """A setting; ``example`` is shown in the example config file when there is no default."""
+             secret: bool = False, metavar: str | None = None, example: Any = None,
+             aliases: tuple[str, ...] = ()) -> Any:
+    """A setting; ``example`` is shown in the example config file when there is no default.
+
+    ``aliases`` are the names colabhive-mcp 0.3.4 gave it, accepted in every form: the flag
+    ``--old-name``, the variable ``COLABHIVE_OLD_NAME`` and the file key ``old_name``.
+    """
     return field(default=default, metadata={
-        "parse": parse, "help": help, "env": env, "secret": secret, "metavar": metavar, "example": example})
+        "parse": parse, "help": help, "env": env, "secret": secret, "metavar": metavar, "example": example,
+        "aliases": aliases})
 
 
 @dataclass(frozen=True)
@@ -127,139 +45,152 @@ class Config:
     """The resolved settings. Field metadata drives parsing, flags, env names and ``describe``."""
 
     api_key: str | None = _setting(
-        None, _text, "ColabHive API key (hive_...)", env="COLABHIVE_API_KEY", secret=True, metavar="KEY")
+        None, text, "ColabHive API key (hive_...)", env="COLABHIVE_API_KEY", secret=True, metavar="KEY")
     api_url: str = _setting(
-        DEFAULT_API_URL + API_PREFIX, _url, "Builder Gateway base URL", env="COLABHIVE_API_URL", metavar="URL")
+        DEFAULT_API_URL + API_PREFIX, url, "Builder Gateway base URL", env="COLABHIVE_API_URL", metavar="URL")
     account_id: str | None = _setting(
-        None, _text, "optional X-Account-ID sent to the gateway", env="COLABHIVE_ACCOUNT_ID", metavar="ID")
+        None, text, "optional X-Account-ID sent to the gateway", env="COLABHIVE_ACCOUNT_ID", metavar="ID")
     request_timeout: float = _setting(
-        30.0, _number(float, 1, 600), "seconds to wait for one gateway response", env="COLABHIVE_REQUEST_TIMEOUT")
+        30.0, number(float, 1, 600), "seconds to wait for one gateway response", env="COLABHIVE_REQUEST_TIMEOUT",
+        aliases=("http_timeout",))
     retries: int = _setting(
-        3, _number(int, 0, 10), "retries of idempotent gateway requests on connection errors and 502/503/504",
+        3, number(int, 0, 10), "retries of idempotent gateway requests on connection errors and 502/503/504",
         env="COLABHIVE_RETRIES")
     manifest_ttl: float = _setting(
-        60.0, _number(float, 0, 86400), "seconds a fetched manifest is used before it is revalidated",
+        60.0, number(float, 0, 86400), "seconds a fetched manifest is used before it is revalidated",
         env="COLABHIVE_MANIFEST_TTL")
+    manifest_etag: bool = _setting(
+        True, boolean, "revalidate the manifest with its ETag (off: fetch it whole every manifest_ttl)",
+        env="COLABHIVE_MANIFEST_ETAG", aliases=("use_etag", "etag"))
     rejected_key_ttl: float = _setting(
-        30.0, _number(float, 0, 86400), "seconds a key the gateway rejected is answered 401 without asking it again",
+        30.0, number(float, 0, 86400), "seconds a key the gateway rejected is answered 401 without asking it again",
         env="COLABHIVE_REJECTED_KEY_TTL")
     manifest_pin: str | None = _setting(
-        None, _text, "only ever serve the manifest with this ETag", env="COLABHIVE_MANIFEST_PIN", metavar="ETAG")
+        None, text, "only ever serve the manifest with this ETag", env="COLABHIVE_MANIFEST_PIN", metavar="ETAG")
     manifest_snapshot: str | None = _setting(
-        None, _text, "serve the manifest from this JSON file instead of the gateway",
+        None, text, "serve the manifest from this JSON file instead of the gateway",
         env="COLABHIVE_MANIFEST_SNAPSHOT", metavar="FILE")
     allow: tuple[str, ...] = _setting(
-        ("*",), _words, "glob patterns of action slugs to expose", env="COLABHIVE_ALLOW", metavar="GLOBS")
+        ("*",), words, "glob patterns of action slugs to expose", env="COLABHIVE_ALLOW", metavar="GLOBS",
+        aliases=("allow_tools",))
     deny: tuple[str, ...] = _setting(
-        (), _words, "glob patterns of action slugs to hide", env="COLABHIVE_DENY", metavar="GLOBS")
+        (), words, "glob patterns of action slugs to hide", env="COLABHIVE_DENY", metavar="GLOBS",
+        aliases=("deny_tools",))
     kinds: tuple[str, ...] = _setting(
-        (), _words, "only expose actions of these kinds (empty: all)", env="COLABHIVE_KINDS", metavar="KINDS")
+        (), words, "only expose actions of these kinds (empty: all)", env="COLABHIVE_KINDS", metavar="KINDS",
+        aliases=("allow_kinds",))
     side_effects: tuple[str, ...] = _setting(
-        ("*",), _words, "side effects an exposed action may have ('*': any, empty: none)",
+        ("*",), words, "side effects an exposed action may have ('*': any, empty: none)",
         env="COLABHIVE_SIDE_EFFECTS", metavar="EFFECTS")
+    deny_side_effects: tuple[str, ...] = _setting(
+        (), words, "hide actions with any of these side effects, e.g. writes,billing (and actions that do not "
+        "say what side effects they have)", env="COLABHIVE_DENY_SIDE_EFFECTS", metavar="EFFECTS")
     read_only: bool = _setting(
-        False, _boolean, "expose only actions without side effects", env="COLABHIVE_READ_ONLY")
+        False, boolean, "expose only actions without side effects", env="COLABHIVE_READ_ONLY")
     min_stability: str = _setting(
-        "experimental", _choice(*STABILITIES), "hide actions less stable than this",
-        env="COLABHIVE_MIN_STABILITY", metavar="LEVEL")
+        "experimental", choice(*STABILITIES), "hide actions less stable than this",
+        env="COLABHIVE_MIN_STABILITY", metavar="LEVEL", aliases=("stability",))
     confirm_side_effects: str = _setting(
-        "off", _choice("off", "ask", "require"), "ask the user (MCP elicitation) before a tool with side effects "
+        "off", choice("off", "ask", "require"), "ask the user (MCP elicitation) before a tool with side effects "
         "runs: off, ask (when the client can), require (refuse when it cannot)", env="COLABHIVE_CONFIRM_SIDE_EFFECTS",
         metavar="POLICY")
     tenant_max_concurrent: int = _setting(
-        32, _number(int, 0, 100000), "tool calls one key may have running at once (0: no limit)",
+        32, number(int, 0, 100000), "tool calls one key may have running at once (0: no limit)",
         env="COLABHIVE_TENANT_MAX_CONCURRENT")
     tenant_calls_per_minute: int = _setting(
-        600, _number(int, 0, 10_000_000), "tool calls one key may start per minute (0: no limit)",
-        env="COLABHIVE_TENANT_CALLS_PER_MINUTE")
+        600, number(int, 0, 10_000_000), "tool calls one key may start per minute (0: no limit)",
+        env="COLABHIVE_TENANT_CALLS_PER_MINUTE", aliases=("max_calls_per_minute",))
     sync_timeout: int = _setting(
-        1, _number(int, 1, 300), "seconds the gateway may hold an invoke before answering 'queued'",
+        1, number(int, 1, 300), "seconds the gateway may hold an invoke before answering 'queued'",
         env="COLABHIVE_SYNC_TIMEOUT")
     poll_max_wait: float = _setting(
-        300.0, _number(float, 1, 86400), "longest a tool call waits for queued work before it returns",
+        300.0, number(float, 1, 86400), "longest a tool call waits for queued work before it returns",
         env="COLABHIVE_POLL_MAX_WAIT")
     poll_max_wait_by: tuple[tuple[str, float], ...] = _setting(
-        (), _waits, "poll_max_wait for some kinds or latency classes, e.g. slow=900,batch=3600 (a kind wins)",
+        (), waits, "poll_max_wait for some kinds or latency classes, e.g. slow=900,batch=3600 (a kind wins)",
         env="COLABHIVE_POLL_MAX_WAIT_BY", metavar="PAIRS")
     poll_initial: float = _setting(
-        0.25, _number(float, 0.01, 60), "first poll interval in seconds", env="COLABHIVE_POLL_INITIAL")
+        0.25, number(float, 0.01, 60), "first poll interval in seconds", env="COLABHIVE_POLL_INITIAL")
     poll_max_interval: float = _setting(
-        5.0, _number(float, 0.05, 600), "longest interval between two polls", env="COLABHIVE_POLL_MAX_INTERVAL")
+        5.0, number(float, 0.05, 600), "longest interval between two polls", env="COLABHIVE_POLL_MAX_INTERVAL",
+        aliases=("poll_interval",))
     progress_heartbeat: float = _setting(
-        10.0, _number(float, 0.1, 3600), "seconds between progress notifications while nothing changes",
+        10.0, number(float, 0.1, 3600), "seconds between progress notifications while nothing changes",
         env="COLABHIVE_PROGRESS_HEARTBEAT")
     client_profile: str = _setting(
-        "auto", _choice("auto", *PROFILE_NAMES), "client profile: auto (from clientInfo.name) or one of "
+        "auto", choice("auto", *PROFILE_NAMES), "client profile: auto (from clientInfo.name) or one of "
         + ", ".join(PROFILE_NAMES), env="COLABHIVE_CLIENT_PROFILE", metavar="NAME")
     tool_name_max: int = _setting(
-        0, _number(int, 0, 128), "longest tool name (0: the client profile's; hosts prefix the server name)",
+        0, number(int, 0, 128), "longest tool name (0: the client profile's; hosts prefix the server name)",
         env="COLABHIVE_TOOL_NAME_MAX")
     max_tools: int | None = _setting(
-        None, _number(int, 0, 100000), "most tools listed, the rest found with colabhive__search_tools "
+        None, number(int, 0, 100000), "most tools listed, the rest found with colabhive__search_tools "
         "(0: all; default: the client profile's)", env="COLABHIVE_MAX_TOOLS", example=40)
     max_image_bytes: int | None = _setting(
-        None, _number(int, 0, 1 << 30), "largest image inlined in a result (default: the client profile's)",
+        None, number(int, 0, 1 << 30), "largest image inlined in a result (default: the client profile's)",
         env="COLABHIVE_MAX_IMAGE_BYTES", example=1048576)
     max_text_chars: int | None = _setting(
-        None, _number(int, 100, 1 << 30), "longest text in a result before it is cut (default: the profile's)",
+        None, number(int, 100, 1 << 30), "longest text in a result before it is cut (default: the profile's)",
         env="COLABHIVE_MAX_TEXT_CHARS", example=100000)
     drop_arguments: tuple[str, ...] | None = _setting(
-        None, _words, "argument keys hosts inject that are dropped when a tool's schema does not name them "
+        None, words, "argument keys hosts inject that are dropped when a tool's schema does not name them "
         "(default: the client profile's, e.g. toolCallId)", env="COLABHIVE_DROP_ARGUMENTS", metavar="KEYS",
         example=("toolCallId",))
     tools_page_size: int = _setting(
-        500, _number(int, 1, 100000), "tools per tools/list page", env="COLABHIVE_TOOLS_PAGE_SIZE")
+        500, number(int, 1, 100000), "tools per tools/list page", env="COLABHIVE_TOOLS_PAGE_SIZE")
     max_message_bytes: int = _setting(
-        4 * 1024 * 1024, _number(int, 1024, 1 << 30), "largest JSON-RPC message accepted",
+        4 * 1024 * 1024, number(int, 1024, 1 << 30), "largest JSON-RPC message accepted",
         env="COLABHIVE_MAX_MESSAGE_BYTES")
     workers: int = _setting(
-        32, _number(int, 1, 1024), "threads serving stdio requests concurrently", env="COLABHIVE_WORKERS")
+        32, number(int, 1, 1024), "threads serving stdio requests concurrently", env="COLABHIVE_WORKERS")
     bind: str = _setting(
-        "127.0.0.1:8765", _bind, "HTTP address to listen on (HOST:PORT)", env="COLABHIVE_BIND", metavar="HOST:PORT")
+        "127.0.0.1:8765", bind, "HTTP address to listen on (HOST:PORT)", env="COLABHIVE_BIND", metavar="HOST:PORT")
     single_tenant: bool = _setting(
-        False, _boolean, "HTTP: serve only the configured key (loopback only), not the request's key",
+        False, boolean, "HTTP: serve only the configured key (loopback only), not the request's key",
         env="COLABHIVE_SINGLE_TENANT")
     session_secret: str | None = _setting(
-        None, _secret, "HTTP: secret that signs session ids; every instance behind one address needs the same",
+        None, secret, "HTTP: secret that signs session ids; every instance behind one address needs the same",
         env="COLABHIVE_SESSION_SECRET", secret=True, metavar="HEX")
     session_max_age: float = _setting(
-        86400.0, _number(float, 60, 30 * 86400), "HTTP: seconds a session id stays valid",
+        86400.0, number(float, 60, 30 * 86400), "HTTP: seconds a session id stays valid",
         env="COLABHIVE_SESSION_MAX_AGE")
     allowed_hosts: tuple[str, ...] = _setting(
-        (), _words, "HTTP: Host names accepted besides loopback ('*': any)", env="COLABHIVE_ALLOWED_HOSTS",
+        (), words, "HTTP: Host names accepted besides loopback ('*': any)", env="COLABHIVE_ALLOWED_HOSTS",
         metavar="HOSTS")
     allowed_origins: tuple[str, ...] = _setting(
-        (), _words, "HTTP: browser origins allowed (CORS), e.g. https://app.example.com",
-        env="COLABHIVE_ALLOWED_ORIGINS", metavar="ORIGINS")
+        (), words, "HTTP: browser origins allowed (CORS), e.g. https://app.example.com",
+        env="COLABHIVE_ALLOWED_ORIGINS", metavar="ORIGINS", aliases=("cors_origins",))
     pool_size: int = _setting(
-        64, _number(int, 1, 100000), "HTTP: tenants (API keys) kept warm per worker", env="COLABHIVE_POOL_SIZE")
+        64, number(int, 1, 100000), "HTTP: tenants (API keys) kept warm per worker", env="COLABHIVE_POOL_SIZE")
     http_workers: int = _setting(
-        2, _number(int, 1, 256), "HTTP: gunicorn worker processes", env="COLABHIVE_HTTP_WORKERS")
+        2, number(int, 1, 256), "HTTP: gunicorn worker processes", env="COLABHIVE_HTTP_WORKERS")
     http_threads: int = _setting(
-        64, _number(int, 1, 10000), "HTTP: threads per worker (each long call holds one)", env="COLABHIVE_HTTP_THREADS")
+        64, number(int, 1, 10000), "HTTP: threads per worker (each long call holds one)", env="COLABHIVE_HTTP_THREADS")
     resumable_streams: bool | None = _setting(
-        None, _boolean, "HTTP: offer the GET stream and SSE resumption, which need a session's requests to "
+        None, boolean, "HTTP: offer the GET stream and SSE resumption, which need a session's requests to "
         "reach the same process (default: in single-tenant mode)", env="COLABHIVE_RESUMABLE_STREAMS")
     sse_poll_after: float = _setting(
-        0.0, _number(float, 0, 86400), "HTTP: hand a resumable SSE answer over to a GET reconnection after this "
+        0.0, number(float, 0, 86400), "HTTP: hand a resumable SSE answer over to a GET reconnection after this "
         "many seconds (0: never)", env="COLABHIVE_SSE_POLL_AFTER")
     metrics_token: str | None = _setting(
-        None, _text, "HTTP: bearer token /metrics requires (unset: open; keep it off the public side in nginx)",
+        None, text, "HTTP: bearer token /metrics requires (unset: open; keep it off the public side in nginx)",
         env="COLABHIVE_METRICS_TOKEN", secret=True, metavar="TOKEN")
     shutdown_grace: float = _setting(
-        45.0, _number(float, 0, 3600), "HTTP: on SIGTERM, seconds calls in flight may still finish before they are "
+        45.0, number(float, 0, 3600), "HTTP: on SIGTERM, seconds calls in flight may still finish before they are "
         "cancelled upstream and answered with an error", env="COLABHIVE_SHUTDOWN_GRACE")
     sse_keepalive: float = _setting(
-        15.0, _number(float, 0.1, 3600), "HTTP: seconds between SSE keep-alive comments", env="COLABHIVE_SSE_KEEPALIVE")
+        15.0, number(float, 0.1, 3600), "HTTP: seconds between SSE keep-alive comments", env="COLABHIVE_SSE_KEEPALIVE")
     log_level: str = _setting(
-        "info", _choice("debug", "info", "warning", "error"), "log level (logs go to stderr)",
+        "info", choice("debug", "info", "warning", "error"), "log level (logs go to stderr)",
         env="COLABHIVE_LOG_LEVEL", metavar="LEVEL")
     log_frames: bool = _setting(
-        False, _boolean, "log every JSON-RPC frame (redacted, cut at 4000 characters) for debugging",
-        env="COLABHIVE_LOG_FRAMES")
+        False, boolean, "log every JSON-RPC frame (redacted, cut at 4000 characters) for debugging",
+        env="COLABHIVE_LOG_FRAMES", aliases=("log_jsonrpc",))
     log_format: str = _setting(
-        "auto", _choice("auto", "json", "text"), "log format: json lines, text, or auto (text on a terminal)",
+        "auto", choice("auto", "json", "text"), "log format: json lines, text, or auto (text on a terminal)",
         env="COLABHIVE_LOG_FORMAT", metavar="FORMAT")
+    log_file: str | None = _setting(
+        None, text, "append logs to this file instead of stderr", env="COLABHIVE_LOG_FILE", metavar="FILE")
 
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
@@ -296,7 +227,7 @@ class Resolved:
         for f in SETTINGS:
             value = getattr(self.config, f.name)
             if f.metadata["secret"] and value:
-                shown = value[:5] + "…" + f" (sha256 {key_id(value)})"
+                shown = f"(set; sha256 {key_id(value)})"  # no part of a secret
             elif isinstance(value, tuple):
                 shown = ",".join(v if isinstance(v, str) else f"{v[0]}={v[1]:g}" for v in value) or "(none)"
             else:
@@ -309,24 +240,24 @@ def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | No
          config_file: str | None = None) -> Resolved:
     """Resolve every setting from flags, the environment, a TOML file and defaults.
 
-    ``flags`` maps field names to raw values (``None`` = not given). The file is
-    ``config_file``, else ``$COLABHIVE_MCP_CONFIG``; its keys are the field names.
-    Raises :class:`ConfigError` listing every invalid value at once.
+    ``flags`` maps field names to raw values (``None`` = not given). The file is ``config_file``,
+    else ``$COLABHIVE_MCP_CONFIG``, else 0.3.4's ``~/.config/colabhive-mcp/config.toml`` when it
+    exists; its keys are the field names (or their 0.3.4 aliases). Raises :class:`ConfigError`
+    listing every invalid value at once.
     """
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
     environ = os.environ if environ is None else environ
-    path = config_file or environ.get(CONFIG_ENV) or None
-    file_values = _read_file(path) if path else {}
-    known = {f.name for f in SETTINGS}
-    problems = [f"{path}: unknown setting {k!r}" for k in file_values if k not in known]
+    path = config_file or environ.get(CONFIG_ENV) or upgrade.default_file(environ)
+    problems: list[str] = upgrade.retired_environment(environ)
+    file_values = _file_settings(path, problems) if path else {}
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for f in SETTINGS:
-        env = f.metadata["env"]
+        found = _environment(f, environ, problems)
         if f.name in flags:
             raw, source = flags[f.name], "flag --" + f.name.replace("_", "-")
-        elif env and environ.get(env, "") != "":
-            raw, source = environ[env], "environment " + env
+        elif found is not None:
+            raw, source = found
         elif f.name in file_values:
             raw, source = file_values[f.name], f"config file {path}"
         else:
@@ -338,9 +269,44 @@ def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | No
         except ValueError as exc:
             shown = "(secret)" if f.metadata["secret"] else repr(raw)
             problems.append(f"{f.name} = {shown} from {source}: {exc}")
+    pin = values.get("manifest_pin")
+    if pin and os.path.isfile(pin):  # 0.3.4 took a snapshot file here too
+        problems.append(f"manifest_pin = {pin!r} from {sources['manifest_pin']} is a file: manifest_pin is an "
+                        "ETag now; serve a snapshot with manifest_snapshot = PATH")
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     return Resolved(Config(**values), sources)
+
+
+def _environment(f: dataclasses.Field, environ: Mapping[str, str], problems: list[str]) -> tuple[str, str] | None:
+    """The setting's raw value and source from its variable or a 0.3.4 alias of it; two that disagree
+    are a problem."""
+    names = [f.metadata["env"]] if f.metadata["env"] else []
+    names += [f"COLABHIVE_{alias.upper()}" for alias in f.metadata["aliases"]]
+    given = [(environ[name], "environment " + name) for name in names if environ.get(name, "") != ""]
+    if len({raw for raw, _ in given}) > 1:
+        problems.append(f"{f.name}: {' and '.join(source for _, source in given)} disagree; keep one")
+    return given[0] if given else None
+
+
+def _file_settings(path: str, problems: list[str]) -> dict[str, Any]:
+    """The file's settings by field name: 0.3.4's tables lifted, its names mapped to today's."""
+    known = {f.name for f in SETTINGS}
+    aliases = {alias: f.name for f in SETTINGS for alias in f.metadata["aliases"]}
+    values: dict[str, Any] = {}
+    for key, value in upgrade.flatten(_read_file(path), known).items():
+        name = aliases.get(key, key)
+        if key in upgrade.RETIRED or key in upgrade.GATES:
+            problem = upgrade.retired(key, value, f"config file {path}")
+            if problem:
+                problems.append(problem)
+        elif name not in known:
+            problems.append(f"{path}: unknown setting {key!r}")
+        elif name in values and values[name] != value:
+            problems.append(f"{path}: {key!r} and {name!r} are the same setting; keep one")
+        else:
+            values[name] = value
+    return values
 
 
 def _read_file(path: str) -> dict[str, Any]:

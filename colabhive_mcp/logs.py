@@ -80,9 +80,10 @@ def _thread_failed(args: threading.ExceptHookArgs) -> None:
         thread=args.thread.name if args.thread else None).error("thread.failed")
 
 
-def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
-    """Send all logs to ``stream`` (stderr by default) as JSON lines or text; nothing ever goes to stdout."""
-    stream = stream or sys.stderr
+def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = None, file: str | None = None) -> None:
+    """Send all logs to ``stream`` (stderr by default), or appended to ``file``, as JSON lines or
+    text; nothing ever goes to stdout. Raises ``OSError`` when ``file`` cannot be opened."""
+    stream = open(file, "a", encoding="utf-8", buffering=1) if file else stream or sys.stderr
     if fmt == "auto":
         fmt = "text" if stream.isatty() else "json"
     logger.remove()

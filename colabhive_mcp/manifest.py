@@ -45,12 +45,14 @@ class ManifestCache:
     """A tenant's manifest, fetched lazily and revalidated after ``ttl`` seconds."""
 
     def __init__(self, gateway: Gateway, *, ttl: float = 60.0, pin: str | None = None,
-                 snapshot: Manifest | None = None, rejection_ttl: float = 30.0,
+                 snapshot: Manifest | None = None, rejection_ttl: float = 30.0, conditional: bool = True,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``pin`` refuses any manifest whose ETag differs; a ``snapshot`` is served forever; a key
-        the gateway rejected is answered from memory for ``rejection_ttl`` seconds."""
+        the gateway rejected is answered from memory for ``rejection_ttl`` seconds; without
+        ``conditional``, the manifest is fetched whole (no ``If-None-Match``) when it expires."""
         self.gateway = gateway
         self.ttl = ttl
+        self.conditional = conditional
         self.pin = pin
         self.rejection_ttl = rejection_ttl
         self.clock = clock
@@ -88,7 +90,7 @@ class ManifestCache:
         etag = current.etag if current else None
         started = time.perf_counter()
         try:
-            document = self.gateway.fetch_manifest(etag)
+            document = self.gateway.fetch_manifest(etag if self.conditional else None)
         except KeyRejected as exc:  # no stale copy for a key that is no longer accepted
             self._rejection, self._expires = exc, self.clock() + self.rejection_ttl
             metrics.MANIFEST.labels("rejected").inc()
@@ -97,13 +99,14 @@ class ManifestCache:
             return self._fall_back(exc)
         took_ms = round((time.perf_counter() - started) * 1000, 1)
         self._rejection, self._expires = None, self.clock() + self.ttl
-        if document is None:
-            if current is None:
-                return self._fall_back(GatewayError("the gateway answered 304 to an unconditional request"))
-            log.bind(status=304, etag=etag, duration_ms=took_ms, bytes=0, tools=len(current.entries),
+        if document is None and current is None:
+            return self._fall_back(GatewayError("the gateway answered 304 to an unconditional request"))
+        if document is None or (current is not None and document.etag and document.etag == etag):
+            log.bind(status=304 if document is None else 200, etag=etag, duration_ms=took_ms,
+                     bytes=document.size if document else 0, tools=len(current.entries),
                      tenant=self.gateway.key_id).info("manifest.fetched")
             metrics.MANIFEST.labels("not_modified").inc()
-            return current
+            return current  # unchanged: the same object, so nobody is told the list changed
         if self.pin and document.etag != self.pin:
             return self._fall_back(GatewayError(
                 f"the gateway's manifest is now {document.etag}, but this server is pinned to {self.pin}"))

@@ -1,4 +1,5 @@
-"""Which actions a server exposes: allow/deny globs, kinds, side effects, stability, read-only.
+"""Which actions a server exposes: allow/deny globs, kinds, side effects (allowed or denied),
+stability, read-only.
 
 The same :class:`Policy` filters ``tools/list`` and is checked again on ``tools/call``, so a
 hidden action can never be reached by guessing its name.
@@ -19,13 +20,15 @@ class Policy:
     deny: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
     side_effects: tuple[str, ...] = ("*",)
+    deny_side_effects: tuple[str, ...] = ()
     min_stability: str = "experimental"
     read_only: bool = False
 
     @classmethod
     def from_config(cls, config: Config) -> "Policy":
         return cls(allow=config.allow, deny=config.deny, kinds=config.kinds, side_effects=config.side_effects,
-                   min_stability=config.min_stability, read_only=config.read_only)
+                   deny_side_effects=config.deny_side_effects, min_stability=config.min_stability,
+                   read_only=config.read_only)
 
     def permits(self, entry: dict[str, Any]) -> bool:
         return self.refusal(entry) is None
@@ -46,8 +49,11 @@ class Policy:
         if self.kinds and entry.get("kind") not in self.kinds:
             return f"its kind {entry.get('kind')!r} is not among the exposed kinds"
         effects = side_effects(entry)
-        if (self.read_only or "*" not in self.side_effects) and effects is None:
+        if (self.read_only or self.deny_side_effects or "*" not in self.side_effects) and effects is None:
             return "the gateway does not say what side effects it has"
+        denied = [e for e in effects or () if e in self.deny_side_effects]
+        if denied:
+            return f"its side effects ({', '.join(denied)}) are denied"
         if self.read_only and effects:
             return f"it has side effects ({', '.join(effects)}) and the server is read-only"
         if "*" not in self.side_effects:

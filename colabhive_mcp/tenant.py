@@ -39,7 +39,8 @@ class Tenant:
                                timeout=config.request_timeout, retries=config.retries)
         snapshot = load_snapshot(config.manifest_snapshot) if config.manifest_snapshot else None
         self.manifest = ManifestCache(self.gateway, ttl=config.manifest_ttl, pin=config.manifest_pin,
-                                      snapshot=snapshot, rejection_ttl=config.rejected_key_ttl)
+                                      snapshot=snapshot, rejection_ttl=config.rejected_key_ttl,
+                                      conditional=config.manifest_etag)
         self.policy = Policy.from_config(config)
         self.backoff = Backoff(initial=config.poll_initial, maximum=config.poll_max_interval)
         self._catalogs: dict[str, Catalog] = {}  # per client profile, for the current manifest

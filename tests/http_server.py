@@ -37,6 +37,7 @@ class HttpServer:
         self.root = f"http://127.0.0.1:{self.port}"
         self.url = self.root + "/mcp"
         environ = {k: v for k, v in os.environ.items() if not k.startswith("COLABHIVE_")}
+        environ["XDG_CONFIG_HOME"] = os.devnull  # no user's config file
         environ.update({"COLABHIVE_LOG_FORMAT": "json", "COLABHIVE_SESSION_SECRET": SECRET,
                         "COLABHIVE_POLL_INITIAL": "0.05", "COLABHIVE_POLL_MAX_INTERVAL": "0.2",
                         "COLABHIVE_SSE_KEEPALIVE": "1"})

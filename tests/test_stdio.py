@@ -14,8 +14,9 @@ from colabhive_mcp.sandbox import DEMO_KEY
 
 
 def server_env(**extra):
+    """The test's environment without COLABHIVE_ settings or a user's config file, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COLABHIVE_")}
-    env.update(COLABHIVE_LOG_FORMAT="json", **extra)
+    env.update({"COLABHIVE_LOG_FORMAT": "json", "XDG_CONFIG_HOME": os.devnull, **extra})
     return env
 
 

@@ -699,5 +699,5 @@ def create_app(config: Config | None = None) -> McpApp:
     """The WSGI app, configured from the environment (and ``$COLABHIVE_MCP_CONFIG``) by default."""
     if config is None:
         config = load().config
-        configure(config.log_level, config.log_format)
+        configure(config.log_level, config.log_format, file=config.log_file)
     return McpApp(config)

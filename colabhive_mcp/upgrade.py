@@ -1,0 +1,72 @@
+"""What colabhive-mcp 0.3.4 called things, so that its users' settings keep working after the upgrade.
+
+Renamed settings are aliases in the settings table (:mod:`colabhive_mcp.config`). Here: where 0.3.4
+kept its configuration files, how they were laid out, and the names that have no equivalent any
+more, which are refused at start with what to do instead (never silently ignored).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+RETIRED = {
+    "host": 'set bind = "HOST:PORT" (--bind, COLABHIVE_BIND) instead',
+    "port": 'set bind = "HOST:PORT" (--bind, COLABHIVE_BIND) instead',
+    "sse_path": "the endpoint is /mcp (and /sse for 2024-11-05 clients); map another path to it in nginx",
+}
+# 0.3.4's own control-plane tools (webhooks, cohorts), off by default there and absent here:
+# "off" asks for what happens anyway; "on" cannot be honoured.
+GATES = {"webhook_tools_enabled": "COLABHIVE_MCP_WEBHOOK_TOOLS_ENABLED",
+         "allow_webhook_secret_tools": "COLABHIVE_ALLOW_WEBHOOK_SECRET_TOOLS",
+         "cohort_tools_enabled": "COLABHIVE_MCP_COHORT_TOOLS_ENABLED"}
+TRUE = ("1", "true", "yes", "on")
+
+
+def config_home(environ: Mapping[str, str]) -> Path | None:
+    """``$XDG_CONFIG_HOME``, else ``~/.config`` (from ``environ``'s ``HOME``)."""
+    if environ.get("XDG_CONFIG_HOME"):
+        return Path(environ["XDG_CONFIG_HOME"])
+    return Path(environ["HOME"]) / ".config" if environ.get("HOME") else None
+
+
+def default_file(environ: Mapping[str, str]) -> str | None:
+    """0.3.4 read ``~/.config/colabhive-mcp/config.toml`` without being asked: so do we, if it is there."""
+    home = config_home(environ)
+    path = home / "colabhive-mcp" / "config.toml" if home else None
+    return str(path) if path is not None and path.is_file() else None
+
+
+def profile_file(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The file 0.3.4's ``--profile NAME`` read: ``~/.config/colabhive-mcp/profiles/NAME.toml``."""
+    home = config_home(os.environ if environ is None else environ)
+    if home is None or "/" in name or name.startswith("."):
+        raise ValueError(f"no profile {name!r}: use --config FILE")
+    return str(home / "colabhive-mcp" / "profiles" / f"{name}.toml")
+
+
+def flatten(data: dict[str, Any], settings: set[str]) -> dict[str, Any]:
+    """0.3.4 grouped settings in tables (``[filter]``, ``[transport]``): lift any table that is not
+    itself a setting's value to the top level."""
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and key not in settings:
+            flat.update(value)
+        else:
+            flat[key] = value
+    return flat
+
+
+def retired(name: str, value: Any, source: str) -> str | None:
+    """Why a 0.3.4 setting with no equivalent cannot be accepted, or ``None`` when it asks for nothing."""
+    if name in GATES:
+        if str(value).strip().lower() not in TRUE:
+            return None
+        return f"{name} from {source}: this server has no webhook or cohort tools (they were 0.3.4's own); remove it"
+    return f"{name} from {source} is no longer a setting: {RETIRED[name]}"
+
+
+def retired_environment(environ: Mapping[str, str]) -> list[str]:
+    return [problem for name, env in GATES.items() if env in environ
+            for problem in [retired(name, environ[env], "environment " + env)] if problem]
