@@ -1,3 +1,3 @@
 """colabhive-mcp: the ColabHive Builder Gateway as Model Context Protocol tools."""
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import __version__
 from .config import Config
 from .gateway import KeyRejected
 from .manifest import ManifestError
@@ -143,14 +144,15 @@ def client_config(client: str, url: str | None, out: Any = sys.stdout) -> int:
                            "--header 'Authorization: Bearer hive_...'",
         }
     else:
-        local = {"command": "uvx", "args": ["colabhive-mcp"], "env": {"COLABHIVE_API_KEY": "hive_..."}}
+        release = f"colabhive-mcp@{__version__}"  # pinned: the package index also has an older colabhive-mcp
+        local = {"command": "uvx", "args": [release], "env": {"COLABHIVE_API_KEY": "hive_..."}}
         snippets = {
             "claude-desktop": {"mcpServers": {"colabhive": local}},
             "cursor": {"mcpServers": {"colabhive": local}},
             "vscode": {"servers": {"colabhive": {"type": "stdio", **local}}},
             "n8n": {"note": "n8n reaches MCP over HTTP: run `colabhive-mcp serve --single-tenant` and use "
                             "http://127.0.0.1:8765/mcp, or pass --url for the hosted service"},
-            "claude-code": "claude mcp add colabhive --env COLABHIVE_API_KEY=hive_... -- uvx colabhive-mcp",
+            "claude-code": f"claude mcp add colabhive --env COLABHIVE_API_KEY=hive_... -- uvx {release}",
         }
     snippet = snippets[client]
     print(snippet if isinstance(snippet, str) else json.dumps(snippet, indent=2), file=out)

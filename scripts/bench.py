@@ -3,18 +3,23 @@
     python scripts/bench.py              # the full run (a few minutes on 2 cores)
     python scripts/bench.py --quick      # a smoke run (what the tests run): small counts
     python scripts/bench.py --json out.json --repeat 5 --only overhead_http,throughput_8_clients
+    python scripts/bench.py --table scripts/results/bench.json   # the README's table, from a results file
 
 Starts the sandbox gateway in a process of its own (with a 300-tool, ~1 MB manifest) and the
 servers, measures, and prints a table and JSON. The comparisons with the direct gateway call run
 ``--repeat`` times: the table shows the median run and every run's headline figure (the spread).
-Figures, not tests: they depend on the machine.
+Figures, not tests: they depend on the machine. The JSON records the settings the servers ran
+with and the machine; ``--table`` renders the README's performance table from it, and a figure
+measured with non-default settings says so there.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -39,6 +44,7 @@ from tests.http_server import HttpServer, free_port  # noqa: E402
 
 BIG_TOOLS = 300
 NO_LIMITS = {"COLABHIVE_TENANT_MAX_CONCURRENT": "0", "COLABHIVE_TENANT_CALLS_PER_MINUTE": "0"}  # one key drives it all
+HTTP_WORKERS, HTTP_THREADS = 2, {"quick": 64, "full": 600}
 MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                "io.modelcontextprotocol/clientCapabilities": {}}
 
@@ -352,14 +358,19 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=None, metavar="N",
                         help="runs of each comparison with the direct call (default 3, 1 with --quick)")
     parser.add_argument("--only", metavar="NAMES", help="comma-separated figures to measure (default: all)")
+    parser.add_argument("--table", metavar="FILE", help="print the README's table from a results file, and stop")
     args = parser.parse_args()
+    if args.table:
+        print(render_table(json.loads(Path(args.table).read_text()), args.table))
+        return 0
     logs.configure("error")
+    mode = "quick" if args.quick else "full"
     n, repeat = (20, args.repeat or 1) if args.quick else (400, args.repeat or 3)
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"run": run_facts(mode, repeat)}
     with Sandbox(page_size=100, cold_start_s=2) as sandbox:
         add_big_manifest(sandbox)
-        server = HttpServer(sandbox.url, "--http-workers", "2", "--http-threads", "64" if args.quick else "600",
-                            "--log-level", "error", env=NO_LIMITS)
+        server = HttpServer(sandbox.url, "--http-workers", str(HTTP_WORKERS), "--http-threads",
+                            str(HTTP_THREADS[mode]), "--log-level", "error", env=NO_LIMITS)
         benches: dict[str, Callable[[], Any]] = {
             "stdio_startup_ms": lambda: bench_stdio_startup(2 if args.quick else 10),
             "overhead_stdio": lambda: median_run([bench_overhead_stdio(sandbox, n) for _ in range(repeat)],
@@ -392,6 +403,76 @@ def main() -> int:
 def print_table(results: dict[str, Any]) -> None:
     for name, value in results.items():
         print(f"{name:<30} {json.dumps(value)}")
+
+
+def run_facts(mode: str, repeat: int) -> dict[str, Any]:
+    """What a results file must say about how its figures were made."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    return {"date": datetime.date.today().isoformat(), "commit": commit.stdout.strip() or None, "mode": mode,
+            "repeat": repeat, "cpus": os.cpu_count(), "python": platform.python_version(),
+            "http_server": {"workers": HTTP_WORKERS, "threads": HTTP_THREADS[mode], "environment": NO_LIMITS}}
+
+
+def render_table(results: dict[str, Any], source: str) -> str:
+    """The README's performance table (reStructuredText) from a results file: no hand-typed figure."""
+    def spread(runs: list[float], unit: str = "") -> str:
+        return f"runs {min(runs):g}–{max(runs):g}{unit}" if len(runs) > 1 else "one run"
+
+    run = results["run"]
+    threads, default_threads = run["http_server"]["threads"], 64
+    note = " (per-key limits off)" if run["http_server"]["environment"] == NO_LIMITS else ""
+    rows: list[tuple[str, str, str]] = []
+    figure = results.get
+    if figure("stdio_startup_ms"):
+        s = results["stdio_startup_ms"]
+        rows.append(("stdio start-up to the initialize answer", f"{s['p50']:.0f} ms p50 ({s['p99']:.0f} p99)", "300 ms"))
+    if figure("overhead_stdio"):
+        o = results["overhead_stdio"]
+        rows.append(("added per warm ``tools/call``, stdio",
+                     f"+{o['added_p50_ms']:.2f} ms p50 ({spread(o['added_p50_ms_runs'], ' ms')})", "1.5 ms"))
+    if figure("overhead_http"):
+        o = results["overhead_http"]
+        rows.append((f"added per warm ``tools/call``, HTTP{note}",
+                     f"+{o['added_p50_ms']:.2f} ms p50 ({spread(o['added_p50_ms_runs'], ' ms')})", "1.5 ms"))
+    if figure("tools_list_warm"):
+        t = results["tools_list_warm"]
+        rows.append((f"warm ``tools/list``, {t['tools']} tools, {t['bytes'] / 1e6:.1f} MB",
+                     f"{t['server_ms']['p50']:.2f} ms p50 ({t['server_ms']['p99']:.2f} p99)", "2 ms"))
+    if figure("cold_tools_list_100_threads"):
+        rows.append(("manifest GETs for 100 simultaneous cold lists",
+                     str(results["cold_tools_list_100_threads"]["manifest_gets"]), "1"))
+    if figure("throughput_8_clients"):
+        t = results["throughput_8_clients"]
+        server, direct = t["server"], t["direct"]
+        rows.append((f"throughput, 8 clients, vs direct{note}",
+                     f"{server['calls_per_s']:g} vs {direct['calls_per_s']:g} calls/s: {t['ratio'] * 100:.0f} % "
+                     f"({spread([round(r * 100) for r in t['ratio_runs']], ' %')}); server CPU "
+                     f"{server['cpu_us_per_call']['server'] / 1000:.2f} ms/call", "70 %"))
+    if figure("long_polls"):
+        p = results["long_polls"]
+        setting = f"{threads} threads per worker" + ("" if threads == default_threads else
+                                                     f", not the default {default_threads}")
+        rows.append((f"{p['calls']} concurrent long calls ({setting}){note}",
+                     f"{p['succeeded']} ok, {p['errors']} errors, {p['peak_threads']} threads, "
+                     f"{p['peak_rss_mb']:.0f} MB", "all ok"))
+    if figure("tenancy"):
+        t = results["tenancy"]
+        rows.append((f"{t['tenants']} tenants holding a {t['manifest_bytes'] / 1e6:.2f} MB manifest",
+                     f"+{t['rss_added_mb']:.0f} MB RSS ({t['rss_total_mb']:.0f} MB in all)", "200 MB"))
+    if figure("polls_for_job"):
+        p = results["polls_for_job"]
+        rows.append((f"upstream polls for a {p['job_s']:g} s job", str(p["polls"]), ""))
+    return _rst_table(("measure", "result", "target"), rows) + (
+        f"\n\nFrom ``{source}``: {run['mode']} run of {run['date']} at commit "
+        f"{run['commit']}, {run['cpus']} CPUs, Python {run['python']}; HTTP server: {run['http_server']['workers']} "
+        f"workers of {threads} threads.")
+
+
+def _rst_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    rule = "  ".join("=" * w for w in widths)
+    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([rule, line(header), rule, *map(line, rows), rule])
 
 
 if __name__ == "__main__":

@@ -18,3 +18,13 @@ def test_the_benchmarks_run(tmp_path):
     assert figures["long_polls"]["succeeded"] == figures["long_polls"]["calls"]
     assert figures["throughput_8_clients"]["server"]["errors"] == 0
     assert figures["tools_list_warm"]["tools"] > 300
+
+
+def test_the_readme_performance_table_is_rendered_from_the_committed_results():
+    """Every figure in the README's table comes from scripts/results/bench.json (no hand-typed number)."""
+    results = ROOT / "scripts" / "results" / "bench.json"
+    table = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench.py"), "--table",
+                            "scripts/results/bench.json"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert table.returncode == 0, table.stderr
+    assert json.loads(results.read_text())["run"]["mode"] == "full"
+    assert table.stdout.strip() in (ROOT / "README.rst").read_text()
