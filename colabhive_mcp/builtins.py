@@ -5,33 +5,45 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .tools import LISTED_WHEN_CAPPED, RESERVED_PREFIX
+from .tools import LISTED_WHEN_CAPPED, NEVER_LISTED, RESERVED_PREFIX
 
-GET_INVOCATION = RESERVED_PREFIX + "get_invocation"
+WAIT_FOR_RESULT = RESERVED_PREFIX + "wait_for_result"
+GET_INVOCATION = RESERVED_PREFIX + "get_invocation"  # its name before 1.0: still answered, no longer listed
 SEARCH_TOOLS = RESERVED_PREFIX + "search_tools"
-DEFAULT_WAIT_S = 30
 DEFAULT_MATCHES = 10
+_WAIT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "invocation_id": {"type": "string", "minLength": 1, "description": "The invocation id the earlier answer "
+                                                                          "named, e.g. inv_123."},
+        "wait_s": {"type": "number", "minimum": 0, "maximum": 600,
+                   "description": "Wait at most this many seconds (default: as long as this client allows)."},
+    },
+    "required": ["invocation_id"],
+    "additionalProperties": False,
+}
 
 ENTRIES: tuple[dict[str, Any], ...] = (
     {
-        "name": GET_INVOCATION,
-        "displayName": "Get a ColabHive invocation",
+        "name": WAIT_FOR_RESULT,
+        "displayName": "Wait for a ColabHive result",
         "description": (
-            "Get the result of a ColabHive tool call that was still running when it returned (its answer "
-            "named an invocation id). Waits up to wait_s seconds for the work to finish, then returns the "
-            "result, or says it is still running so you can ask again."),
-        "inputSchema": {
-            "type": "object",
-            "properties": {
-                "invocation_id": {"type": "string", "minLength": 1, "description": "The id, e.g. inv_123."},
-                "wait_s": {"type": "number", "minimum": 0, "maximum": 300, "default": DEFAULT_WAIT_S,
-                           "description": "How long to wait for the work to finish."},
-            },
-            "required": ["invocation_id"],
-            "additionalProperties": False,
-        },
+            "Wait for the result of a ColabHive tool call that was still running when it answered: its answer "
+            "said to call this tool and gave the invocation_id to pass. Waits as long as this client allows, then "
+            "returns the tool's result exactly as the tool would have, or says again that the work continues "
+            "and to call this tool once more. Never starts the work again."),
+        "inputSchema": _WAIT_SCHEMA,
         "sideEffects": [],
         "annotations": {"readOnlyHint": True, "openWorldHint": False},
+    },
+    {
+        "name": GET_INVOCATION,
+        "displayName": "Get a ColabHive invocation",
+        "description": f"The former name of {WAIT_FOR_RESULT}, which it answers exactly.",
+        "inputSchema": _WAIT_SCHEMA,
+        "sideEffects": [],
+        "annotations": {"readOnlyHint": True, "openWorldHint": False},
+        NEVER_LISTED: True,
     },
     {
         "name": SEARCH_TOOLS,
@@ -55,9 +67,14 @@ ENTRIES: tuple[dict[str, Any], ...] = (
 )
 
 
+def continuation(invocation_id: str | None) -> dict[str, Any]:
+    """The call that gets a kept invocation's result: the tool to call and its arguments."""
+    return {"tool": WAIT_FOR_RESULT, "arguments": {"invocation_id": invocation_id}}
+
+
 def follow_up_hint(invocation_id: str | None) -> str:
-    """What the model should do with a call that outlived its wait."""
-    return f'Call {GET_INVOCATION} with {{"invocation_id": "{invocation_id}"}} to get the result.'
+    """What the model should do with a call whose work continues (or may continue) upstream."""
+    return f'Call {WAIT_FOR_RESULT} with {{"invocation_id": "{invocation_id}"}} to get the result.'
 
 
 def search(tools: list[Any], query: str, limit: int = DEFAULT_MATCHES) -> str:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 from . import upgrade
 from .logs import key_id
-from .parsers import API_PREFIX, bind, boolean, choice, number, secret, text, url, waits, words
+from .parsers import API_PREFIX, bind, boolean, choice, number, seconds_by_name, secret, text, url, words
 
 DEFAULT_API_URL = "https://api.colabhive.com"
 CONFIG_ENV = "COLABHIVE_MCP_CONFIG"
@@ -107,8 +107,22 @@ class Config:
         300.0, number(float, 1, 86400), "longest a tool call waits for queued work before it returns",
         env="COLABHIVE_POLL_MAX_WAIT")
     poll_max_wait_by: tuple[tuple[str, float], ...] = _setting(
-        (), waits, "poll_max_wait for some kinds or latency classes, e.g. slow=900,batch=3600 (a kind wins)",
+        (), seconds_by_name(1), "poll_max_wait for some kinds or latency classes, e.g. slow=900,batch=3600 (a kind wins)",
         env="COLABHIVE_POLL_MAX_WAIT_BY", metavar="PAIRS")
+    host_deadline: float | None = _setting(
+        None, number(float, 0, 86400), "seconds every host is taken to wait for one tool call (0: no limit; "
+        "default: each client profile's own, e.g. 60 for Claude Desktop, 120 for Claude Code)",
+        env="COLABHIVE_HOST_DEADLINE", example=60.0)
+    host_deadlines: tuple[tuple[str, float], ...] = _setting(
+        (), seconds_by_name(0, PROFILE_NAMES), "host_deadline for some client profiles, e.g. "
+        "claude-desktop=240,cursor=90", env="COLABHIVE_HOST_DEADLINES", metavar="PAIRS")
+    host_timeout_grace: float = _setting(
+        300.0, number(float, 0, 86400), "seconds a call whose host gave up keeps running upstream, for a retry to "
+        "attach to (then it is cancelled)", env="COLABHIVE_HOST_TIMEOUT_GRACE")
+    hang_up_keeps_after: float = _setting(
+        10.0, number(float, 0, 86400), "a call whose client hangs up without a word (a closed 2026 stream) after this "
+        "many seconds is a host that gave up: its work is kept for a retry; sooner, it is stopped",
+        env="COLABHIVE_HANG_UP_KEEPS_AFTER")
     poll_initial: float = _setting(
         0.25, number(float, 0.01, 60), "first poll interval in seconds", env="COLABHIVE_POLL_INITIAL")
     poll_max_interval: float = _setting(
@@ -166,6 +180,10 @@ class Config:
         2, number(int, 1, 256), "HTTP: gunicorn worker processes", env="COLABHIVE_HTTP_WORKERS")
     http_threads: int = _setting(
         64, number(int, 1, 10000), "HTTP: threads per worker (each long call holds one)", env="COLABHIVE_HTTP_THREADS")
+    runtime_dir: str | None = _setting(
+        None, text, "HTTP: the instance's private directory, shared by its workers (the instance store, the cancel "
+        "relay); default: $RUNTIME_DIRECTORY under systemd, else one that serve makes and removes",
+        env="COLABHIVE_RUNTIME_DIR", metavar="DIR")
     resumable_streams: bool | None = _setting(
         None, boolean, "HTTP: offer the GET stream and SSE resumption, which need a session's requests to "
         "reach the same process (default: in single-tenant mode)", env="COLABHIVE_RESUMABLE_STREAMS")

@@ -10,10 +10,13 @@ import json
 import math
 from typing import Any
 
+from .gateway import GatewayError
+from .invocation import progress_percent, status_message
 from .logs import log
 from .schemas import Check
 
 EMBEDDING_PREVIEW = 8
+CONTINUATION = "com.colabhive/continuation"  # result _meta: the call that gets the result of work still running
 # Content block types each protocol revision knows.
 _BLOCKS_2024 = frozenset({"text", "image", "resource"})
 _BLOCKS_2025_03 = _BLOCKS_2024 | {"audio"}
@@ -29,11 +32,28 @@ def error_result(message: str) -> dict[str, Any]:
     return {"content": [text(message)], "isError": True}
 
 
-def pending_result(invocation: dict[str, Any], tool_name: str, hint: str) -> dict[str, Any]:
-    """The answer when the work outlives the wait: not an error; it names the invocation."""
-    status = invocation.get("status", "running")
-    return {"content": [text(f"Tool {tool_name!r} is still {status}; the work continues on ColabHive "
-                             f"(invocation {invocation.get('invocation_id')}). {hint}")]}
+def continuation_result(invocation: dict[str, Any], tool_name: str, next_call: dict[str, Any],
+                        checked: bool) -> dict[str, Any]:
+    """The answer when the work outlives the wait (its host's deadline is near, or the wait ran
+    out): not a failure. It says where the work stands and names the exact call that gets the
+    result, in words for the model and in ``_meta`` for programs.
+
+    ``checked``: the tool declares an ``outputSchema``, and clients that check it (the TypeScript SDK)
+    reject a plain result without ``structuredContent``: it is then marked ``isError`` to pass.
+    """
+    percent = progress_percent(invocation)
+    where = status_message(invocation) + (f", {percent:g} %" if percent is not None else "")
+    invocation_id = invocation.get("invocation_id")
+    arguments = json.dumps(next_call["arguments"], ensure_ascii=False)
+    result: dict[str, Any] = {
+        "content": [text(f"ColabHive is still working on {tool_name!r} (invocation {invocation_id}: {where}). "
+                         f"This is not a failure: the work goes on. To get its result, call {next_call['tool']} "
+                         f"with {arguments}; it returns the result as {tool_name!r} would have.")],
+        "_meta": {CONTINUATION: {**next_call, "invocation_id": invocation_id, "status": invocation.get("status"),
+                                 "progress": percent}}}
+    if checked:
+        result["isError"] = True
+    return result
 
 
 def unknown_result(tool_name: str, invocation_id: str | None, why: str, hint: str) -> dict[str, Any]:
@@ -177,3 +197,15 @@ def _describe_block(block: dict[str, Any]) -> str:
     if block["type"] == "resource_link":
         return f"Resource: {block.get('uri', '')}"
     return f"({block['type']} content of type {block.get('mimeType', 'unknown')}, not supported by this client's protocol version)"
+
+
+def gateway_failure(tool: str, exc: GatewayError) -> str:
+    """What the model is told when the gateway refused or failed a call."""
+    if exc.status == 404:
+        return f"Tool {tool!r} no longer exists on ColabHive or is not visible to this API key."
+    if exc.status == 422:
+        return f"ColabHive rejected the input for {tool!r}: {exc.message.removeprefix('422 ')}"
+    if exc.status == 429:
+        wait = f" Retry after {exc.retry_after:g} s." if exc.retry_after is not None else ""
+        return f"ColabHive is rate-limiting this API key (429).{wait}"
+    return f"Tool {tool!r} could not be run: ColabHive gateway error: {exc.message}"

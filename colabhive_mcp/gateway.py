@@ -54,6 +54,7 @@ class KeyRejected(Exception):
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(f"the ColabHive gateway rejected the API key ({status} {detail})")
         self.status = status
+        self.detail = detail
         self.message = str(self)
 
 

@@ -2,7 +2,9 @@
 
 :func:`run` is the one loop every transport uses. It blocks its thread (``time.sleep``
 semantics via ``Event.wait``), reports each change of the invocation through a callback,
-stops at once when the cancel event is set, and gives up waiting after ``max_wait``.
+stops waiting at once when the cancel event is set, and gives up waiting after ``max_wait``.
+Whether the upstream work stops too is the caller's decision (:func:`cancel_upstream`): a host
+that gave up waiting is not a user who asked to stop.
 """
 
 from __future__ import annotations
@@ -53,13 +55,15 @@ class Outcome:
 
 
 def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: threading.Event,
-        sync_timeout_s: int = 1, **follow_options: Any) -> Outcome:
+        sync_timeout_s: int = 1, started: Callable[[dict[str, Any]], None] | None = None,
+        **follow_options: Any) -> Outcome:
     """Invoke ``slug`` and :func:`follow` it to a terminal state. Raises :class:`GatewayError`
     when the gateway refuses the call or stays unreachable for several polls in a row (then
     naming the invocation, which exists upstream).
 
     Without an ``on_update`` listener the gateway may hold the invoke ``sync_timeout_s`` seconds,
-    which saves a poll for work that finishes within it.
+    which saves a poll for work that finishes within it. ``started`` hears of an invocation that
+    did not finish within the invoke (it will be polled).
     """
     if cancelled.is_set():
         return Outcome("cancelled", None)
@@ -70,19 +74,20 @@ def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: th
         on_update({"status": "submitted", "action_slug": slug})
     invocation = gateway.invoke(slug, arguments, sync=on_update is None, sync_timeout_s=sync_timeout_s,
                                 idempotency_key=str(uuid.uuid4()))
+    if started is not None and not is_terminal(invocation):
+        started(invocation)
     return follow(gateway, invocation, cancelled=cancelled, **follow_options)
 
 
 def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading.Event,
            on_update: Callable[[dict[str, Any]], None] | None = None, max_wait: float = 300.0,
            backoff: Backoff = Backoff(), heartbeat: float = 10.0,
-           clock: Callable[[], float] = time.monotonic, cancel_upstream: bool = True) -> Outcome:
+           clock: Callable[[], float] = time.monotonic) -> Outcome:
     """Poll an invocation until it is terminal, cancelled, or ``max_wait`` has passed.
 
     ``on_update`` hears of every change, and again every ``heartbeat`` seconds when nothing
     changes (so clients that reset their timeout on progress never give up on a long wait).
-    ``cancelled`` stops the upstream work too, unless ``cancel_upstream`` is false (only the
-    wait ends: a task outlives the requests that wait for it).
+    ``cancelled`` ends the wait only: the work goes on upstream unless the caller stops it.
     """
     started = last_report = clock()
     polls, failures, retry_after = 0, 0, None
@@ -93,7 +98,7 @@ def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading
         if is_terminal(invocation):
             return Outcome("done", invocation, polls)
         if cancelled.is_set():
-            return _cancel(gateway, invocation, polls, upstream=cancel_upstream)
+            return Outcome("cancelled", invocation, polls)
         now, snapshot = clock(), _observable(invocation)
         if on_update is not None and (snapshot != last_seen or now - last_report >= heartbeat):
             on_update(invocation)
@@ -106,7 +111,7 @@ def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading
         if on_update is not None:
             delay = min(delay, max(0.0, last_report + heartbeat - now))
         if cancelled.wait(delay):
-            return _cancel(gateway, invocation, polls, upstream=cancel_upstream)
+            return Outcome("cancelled", invocation, polls)
         try:  # a poll never holds the call past its wait
             invocation, retry_after = gateway.get_invocation(
                 invocation["invocation_id"], timeout=max(MIN_POLL_TIMEOUT_S, started + max_wait - clock()))
@@ -128,16 +133,12 @@ def _observable(invocation: dict[str, Any]) -> tuple[Any, ...]:
             repr(invocation.get("progress")))
 
 
-def _cancel(gateway: Gateway, invocation: dict[str, Any], polls: int, upstream: bool = True) -> Outcome:
-    """Stop following; with ``upstream``, stop the work too (best effort: a gateway without the
-    route is simply left alone)."""
-    invocation_id = invocation.get("invocation_id")
-    if upstream and invocation_id:
-        try:
-            gateway.cancel(invocation_id)
-        except GatewayError as exc:
-            log.bind(invocation_id=invocation_id, error=exc.message).warning("invocation.cancel_failed")
-    return Outcome("cancelled", invocation, polls)
+def cancel_upstream(gateway: Gateway, invocation_id: str) -> None:
+    """Ask the gateway to stop the work (best effort: a gateway without the route is left alone)."""
+    try:
+        gateway.cancel(invocation_id)
+    except GatewayError as exc:
+        log.bind(invocation_id=invocation_id, error=exc.message).warning("invocation.cancel_failed")
 
 
 class ProgressTracker:
@@ -159,6 +160,12 @@ class ProgressTracker:
             target = self.QUEUED_SHARE * (1 - 0.5 ** self.events)
         self.value = round(max(target, self.value + 0.01), 2)
         return self.value, 100.0, status_message(invocation)
+
+
+def progress_percent(invocation: dict[str, Any]) -> float | None:
+    """How far the work says it is, in percent, when it says so."""
+    fraction = _fraction(invocation.get("progress"))
+    return None if fraction is None else round(fraction * 100, 1)
 
 
 def _fraction(progress: Any) -> float | None:

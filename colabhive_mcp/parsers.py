@@ -52,16 +52,23 @@ def words(value: Any) -> tuple[str, ...]:
     return tuple(i.strip() for i in items if i.strip())
 
 
-def waits(value: Any) -> tuple[tuple[str, float], ...]:
-    """``kind_or_class=seconds`` pairs: ``slow=900,batch=3600,llm=60`` (text or a TOML table)."""
-    pairs = value.items() if isinstance(value, dict) else [p.split("=", 1) for p in words(value)]
-    try:
-        parsed = tuple((str(k).strip(), float(v)) for k, v in pairs)
-    except (TypeError, ValueError):
-        raise ValueError("expected NAME=SECONDS pairs, e.g. slow=900,batch=3600") from None
-    if any(not k or not 1 <= v <= 86400 for k, v in parsed):
-        raise ValueError("each NAME=SECONDS needs a name and 1 to 86400 seconds")
-    return parsed
+def seconds_by_name(low: float, names: tuple[str, ...] = ()) -> Callable[[Any], tuple[tuple[str, float], ...]]:
+    """``NAME=SECONDS`` pairs, e.g. ``slow=900,batch=3600`` (text or a TOML table); ``names``: the
+    names allowed (any, when empty)."""
+    def parse(value: Any) -> tuple[tuple[str, float], ...]:
+        pairs = value.items() if isinstance(value, dict) else [p.split("=", 1) for p in words(value)]
+        try:
+            parsed = tuple((str(k).strip(), float(v)) for k, v in pairs)
+        except (TypeError, ValueError):
+            raise ValueError("expected NAME=SECONDS pairs, e.g. slow=900,batch=3600") from None
+        if any(not k or not low <= v <= 86400 for k, v in parsed):
+            raise ValueError(f"each NAME=SECONDS needs a name and {low:g} to 86400 seconds")
+        unknown = [k for k, _ in parsed if names and k not in names]
+        if unknown:
+            raise ValueError(f"unknown {', '.join(unknown)}: use {', '.join(names)}")
+        return parsed
+
+    return parse
 
 
 def choice(*options: str) -> Callable[[Any], str]:

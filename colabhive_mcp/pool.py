@@ -12,15 +12,20 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+import time
 from typing import Callable, Iterator
 
-from cachetools import LRUCache, TTLCache
+from cachetools import LRUCache
 
 from . import metrics
 from .config import Config
 from .gateway import KeyRejected
 from .logs import log
+from .store import MemoryStore, SqliteStore
 from .tenant import Tenant
+
+REJECTED = "rejected"  # key digest -> the gateway's refusal, for rejected_key_ttl seconds
+RECHECK_S = 1.0
 
 
 class _Slot:
@@ -30,6 +35,7 @@ class _Slot:
         self.tenant = tenant
         self.users = 0
         self.evicted = False
+        self.checked = time.monotonic()  # when the instance's rejected keys were last looked at for it
 
 
 class _Admission:
@@ -56,13 +62,14 @@ class TenantPool:
     """Tenants by SHA-256 of their key; at most ``size`` resident."""
 
     def __init__(self, config: Config, size: int | None = None,
-                 factory: Callable[[Config, str], Tenant] = Tenant) -> None:
+                 factory: Callable[[Config, str], Tenant] = Tenant, store: MemoryStore | SqliteStore | None = None) -> None:
+        """``store``: where rejected keys are remembered (the instance's, so every worker knows)."""
         self.config = config
         self.factory = factory
+        self.store = store or MemoryStore()
         self._lock = threading.Lock()
         self._slots: _EvictingLRU = _EvictingLRU(size or config.pool_size, self._evicted)
         self._admissions: dict[str, _Admission] = {}
-        self._rejected: TTLCache = TTLCache(maxsize=100_000, ttl=config.rejected_key_ttl or 1e-9)
 
     def __len__(self) -> int:
         with self._lock:
@@ -79,31 +86,51 @@ class TenantPool:
         finally:
             with self._lock:
                 slot.users -= 1
-                close = slot.evicted and slot.users == 0
                 rejected = slot.tenant.rejection
                 if rejected is not None:  # the key stopped working: refuse it from memory from now on
-                    self._rejected[digest] = rejected
-                    if self._slots.get(digest) is slot:
-                        del self._slots[digest]
-                        slot.evicted = True
-                        close = slot.users == 0
+                    self._drop(digest, slot)
+                close = slot.evicted and slot.users == 0
+            if rejected is not None:
+                self._remember(digest, rejected)
             if close:
                 slot.tenant.close()
 
+    def _drop(self, digest: str, slot: _Slot) -> None:
+        """Called under the lock: the slot leaves the pool (closed once its last user is done)."""
+        if self._slots.get(digest) is slot:
+            del self._slots[digest]
+            slot.evicted = True
+            metrics.TENANTS.set(len(self._slots))
+
     def _take(self, digest: str, api_key: str) -> _Slot:
-        """The resident slot (one more user), or a new one once the gateway accepts the key."""
+        """The resident slot (one more user), or a new one once the gateway accepts the key. The
+        instance's rejected keys are looked at for a new key, and at most every ``RECHECK_S`` for a
+        resident one (another worker may have seen its key rejected)."""
         with self._lock:
-            rejected = self._rejected.get(digest)
-            if rejected is not None:
-                raise rejected
             slot = self._slots.get(digest)
-            if slot is not None:
+            if slot is not None and time.monotonic() - slot.checked < RECHECK_S:
                 slot.users += 1
                 return slot
-            admission = self._admissions.get(digest)
-            first = admission is None
-            if first:
-                admission = self._admissions[digest] = _Admission()
+        rejected = self.store.get(REJECTED, digest)
+        with self._lock:
+            slot = self._slots.get(digest)
+            if rejected is not None:
+                idle = slot is not None and slot.users == 0
+                if slot is not None:
+                    self._drop(digest, slot)
+            elif slot is not None:
+                slot.checked = time.monotonic()
+                slot.users += 1
+                return slot
+            else:
+                admission = self._admissions.get(digest)
+                first = admission is None
+                if first:
+                    admission = self._admissions[digest] = _Admission()
+        if rejected is not None:
+            if idle:
+                slot.tenant.close()
+            raise KeyRejected(rejected["status"], rejected["detail"])
         if not first:
             admission.done.wait()
             if admission.rejected is not None:
@@ -113,8 +140,7 @@ class TenantPool:
             admission.slot = self._admit(api_key)
         except KeyRejected as exc:
             admission.rejected = exc
-            with self._lock:
-                self._rejected[digest] = exc
+            self._remember(digest, exc)
             raise
         finally:
             with self._lock:
@@ -126,6 +152,11 @@ class TenantPool:
                     metrics.TENANTS.set(len(self._slots))
             admission.done.set()
         return admission.slot
+
+    def _remember(self, digest: str, rejected: KeyRejected) -> None:
+        if self.config.rejected_key_ttl:
+            self.store.put(REJECTED, digest, {"status": rejected.status, "detail": rejected.detail},
+                           self.config.rejected_key_ttl)
 
     def _admit(self, api_key: str) -> _Slot:
         tenant = self.factory(self.config, api_key)

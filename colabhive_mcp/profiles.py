@@ -1,8 +1,14 @@
 """Client profiles: the one place where known hosts' limits and quirks are accommodated.
 
 A profile is chosen from ``clientInfo.name`` (or forced with ``client_profile``) and sets the
-tool-name cap, how many tools are listed, image and text budgets, schema strictness, and the
-argument keys the host is known to inject.
+tool-name cap, how many tools are listed, image and text budgets, schema strictness, the
+argument keys the host is known to inject, and how long the host waits for one tool call.
+
+Host deadlines (late 2026, as users report them; settings override them): Claude Desktop and
+claude.ai abandon a call after about 60 s (about 4 min on Windows), Claude Code after about
+2 min, hosts built on the TypeScript SDK after its default of 60 s, progress or not, unless they
+opted into resetting the timer on progress; the MCP Inspector resets a 10 s timer on progress
+up to 60 s in all; VS Code waits much longer; the Gemini CLI waits 10 min.
 """
 
 from __future__ import annotations
@@ -23,19 +29,22 @@ class Profile:
     max_text_chars: int = 100_000
     strict_schemas: bool = False  # no $ref/$defs/$schema, no root anyOf
     drop_arguments: tuple[str, ...] = ("toolCallId",)  # keys hosts inject that no schema asked for
+    deadline: float = 60.0  # seconds the host waits for one call, whatever it hears (0: no known limit)
+    progress_timer: float = 0.0  # the host's timer that each progress notification restarts (0: none)
 
 
 # (substrings of a lowercased clientInfo.name, profile); first match wins
 KNOWN: tuple[tuple[tuple[str, ...], Profile], ...] = (
-    (("claude-code",), Profile("claude-code")),
+    (("claude-code",), Profile("claude-code", deadline=120)),
     (("claude",), Profile("claude-desktop")),
     (("cursor",), Profile("cursor", name_max=40, max_tools=40, strict_schemas=True)),
-    (("visual studio code", "vscode", "copilot"), Profile("vscode", name_max=64, max_tools=128, strict_schemas=True)),
-    (("gemini",), Profile("gemini", strict_schemas=True)),
+    (("visual studio code", "vscode", "copilot"),
+     Profile("vscode", name_max=64, max_tools=128, strict_schemas=True, deadline=0)),
+    (("gemini",), Profile("gemini", strict_schemas=True, deadline=600)),
     (("n8n",), Profile("n8n", name_max=64)),
-    (("inspector",), Profile("inspector", name_max=64, max_image_bytes=10_485_760)),
+    (("inspector",), Profile("inspector", name_max=64, max_image_bytes=10_485_760, progress_timer=10)),
 )
-UNKNOWN = Profile("unknown")
+UNKNOWN = Profile("unknown")  # hosts on the TypeScript SDK: 60 s unless they reset on progress
 NAMES = {profile.name: profile for _, profile in KNOWN} | {UNKNOWN.name: UNKNOWN}
 
 
@@ -56,4 +65,23 @@ def _resolve(client_name: str, config: Config) -> Profile:
                                                              "drop_arguments") if getattr(config, field) is not None}
     if config.tool_name_max:
         overrides["name_max"] = config.tool_name_max
+    deadline = dict(config.host_deadlines).get(profile.name, config.host_deadline)
+    if deadline is not None:
+        overrides["deadline"] = deadline
     return replace(profile, **overrides)
+
+
+def wait_budget(profile: Profile, progress: bool) -> float | None:
+    """How long a call may wait for its result before it must answer (with a continuation if need
+    be), so that it answers shortly before its host gives up; ``None``: the host sets no limit.
+    ``progress``: the call reports progress (without it, a progress timer is a plain deadline)."""
+    limits = [limit for limit in (profile.deadline, 0 if progress else profile.progress_timer) if limit]
+    if not limits:
+        return None
+    cutoff = min(limits)
+    return cutoff - min(10.0, max(0.15 * cutoff, min(3.0, 0.25 * cutoff)))
+
+
+def heartbeat(profile: Profile, progress: bool, configured: float) -> float:
+    """Seconds between progress notifications: under the host's progress timer, when it has one."""
+    return min(configured, profile.progress_timer / 3) if progress and profile.progress_timer else configured

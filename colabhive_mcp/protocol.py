@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import __version__, confirm, content, jsonrpc, metrics, profiles, tasks
+from .cancellation import SHUTDOWN, USER, Cancellation, reason_of
 from .config import Config
 from .invocation import ProgressTracker, status_message
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
 from .logs import log, logger
 from .manifest import ManifestError
 from .gateway import GatewayError, KeyRejected, is_terminal
-from .tenant import Tenant, UnknownTool, gateway_failure
+from .tenant import Tenant, UnknownTool
 from .policy import Policy
 from .profiles import UNKNOWN, Profile
 from .tools import Tool
@@ -90,7 +91,7 @@ class Request:
     modern: bool
     tenant: Tenant
     notify: Callable[[dict[str, Any]], None]
-    cancelled: threading.Event
+    cancelled: Cancellation
     log_level: str | None = None
     session: Session | None = None
     capabilities: dict[str, Any] = field(default_factory=dict)
@@ -102,6 +103,12 @@ class Request:
         """Emit a notification for this request, unless it has been cancelled."""
         if not self.cancelled.is_set():
             self.notify({"jsonrpc": "2.0", "method": method, "params": params})
+
+    @property
+    def progress_token(self) -> str | int | None:
+        """The client's progress token, when it sent a usable one."""
+        token = self.meta.get("progressToken")
+        return token if jsonrpc.is_valid_id(token) else None
 
     def wants_log(self, level: str) -> bool:
         return self.log_level is not None and LOG_LEVELS.index(level) >= LOG_LEVELS.index(self.log_level)
@@ -121,15 +128,15 @@ class Server:
         self.request_states = confirm.RequestStates(secret)
         self._pending: dict[tuple[str, str], _Waiter] = {}
         self.draining = False
-        self._inflight: dict[tuple[str, Any], threading.Event] = {}
-        self._early_cancels: OrderedDict[tuple[str, Any], None] = OrderedDict()
+        self._inflight: dict[tuple[str, Any], Cancellation] = {}
+        self._early_cancels: OrderedDict[tuple[str, Any], str | None] = OrderedDict()  # key -> reason
         self._lock = threading.Lock()
 
     # -- entry points -----------------------------------------------------------------------
 
     def handle(self, message: Any, *, tenant: Tenant, session: Session,
                notify: Callable[[dict[str, Any]], None] = lambda _m: None,
-               cancelled: threading.Event | None = None, narrow: Policy | None = None) -> dict[str, Any] | None:
+               cancelled: Cancellation | None = None, narrow: Policy | None = None) -> dict[str, Any] | None:
         """Serve one decoded message; returns the response, or ``None`` when none is due.
 
         ``narrow`` is a per-request policy (hosted mode) that can only hide more tools.
@@ -146,7 +153,7 @@ class Server:
         if not jsonrpc.is_request(message):
             self._notification(message, session)
             return None
-        cancelled = cancelled or threading.Event()
+        cancelled = cancelled or Cancellation()
         key = (session.id, message["id"])
         self._track(key, cancelled)
         if self.config.log_frames:
@@ -194,17 +201,17 @@ class Server:
         answers = [self.handle(m, session=session, **context) for m in messages]
         return [a for a in answers if a is not None] or None
 
-    def cancel(self, session: Session, request_id: Any) -> None:
-        """Cancel an in-flight request (a cancellation that arrives first is remembered)."""
+    def cancel(self, session: Session, request_id: Any, reason: str | None = USER) -> None:
+        """Cancel an in-flight request, saying why (a cancellation that arrives first is remembered)."""
         key = (session.id, request_id)
         with self._lock:
             event = self._inflight.get(key)
             if event is None:
-                self._early_cancels[key] = None
+                self._early_cancels[key] = reason
                 while len(self._early_cancels) > EARLY_CANCELS_KEPT:
                     self._early_cancels.popitem(last=False)
         if event is not None:
-            event.set()
+            event.cancel(reason)
 
     def ask(self, request: Request, method: str, params: dict[str, Any],
             timeout: float = confirm.ASK_TIMEOUT_S) -> Any:
@@ -246,11 +253,11 @@ class Server:
             seen = manifest
 
     def cancel_session(self, session: Session) -> None:
-        """Cancel the requests in flight of one session (its connection is gone)."""
+        """Cancel the requests in flight of one session (its connection is gone: no reason given)."""
         with self._lock:
             events = [event for (owner, _id), event in self._inflight.items() if owner == session.id]
         for event in events:
-            event.set()
+            event.cancel(None)
 
     def drain(self) -> None:
         """Shutting down: cancel everything in flight, but answer each tool call (with an error)."""
@@ -258,19 +265,19 @@ class Server:
         self.cancel_all()
 
     def cancel_all(self) -> None:
-        """Cancel every in-flight request (process shutdown)."""
+        """Cancel every in-flight request, and stop its work upstream (process shutdown)."""
         with self._lock:
             events = list(self._inflight.values())
         for event in events:
-            event.set()
+            event.cancel(SHUTDOWN)
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _track(self, key: tuple[str, Any], event: threading.Event) -> None:
+    def _track(self, key: tuple[str, Any], event: Cancellation) -> None:
         with self._lock:
             self._inflight[key] = event
-            if self._early_cancels.pop(key, 0) is None:
-                event.set()
+            if key in self._early_cancels:
+                event.cancel(self._early_cancels.pop(key))
 
     def _untrack(self, key: tuple[str, Any]) -> None:
         with self._lock:
@@ -281,10 +288,10 @@ class Server:
         if method == "notifications/initialized":
             session.initialized = True
         elif method == "notifications/cancelled" and jsonrpc.is_valid_id(params.get("requestId")):
-            self.cancel(session, params["requestId"])
+            self.cancel(session, params["requestId"], reason_of(params.get("reason")))
 
     def _dispatch(self, message: dict[str, Any], tenant: Tenant, session: Session,
-                  notify: Callable[[dict[str, Any]], None], cancelled: threading.Event,
+                  notify: Callable[[dict[str, Any]], None], cancelled: Cancellation,
                   narrow: Policy | None) -> dict[str, Any]:
         method, params = message["method"], message.get("params") or {}
         meta = jsonrpc.meta_of(message)
@@ -315,7 +322,7 @@ class Server:
 
     def _modern_request(self, id_: Any, method: str, params: dict[str, Any], meta: dict[str, Any],
                         tenant: Tenant, notify: Callable[[dict[str, Any]], None],
-                        cancelled: threading.Event) -> Request:
+                        cancelled: Cancellation) -> Request:
         """Validate the 2026 per-request envelope."""
         if META_CAPABILITIES not in meta:
             raise JsonRpcError(INVALID_PARAMS, f"params._meta is missing the required key {META_CAPABILITIES!r}")
@@ -407,9 +414,12 @@ class Server:
                 task = self._start_task(request, name, arguments)
                 if task is not None:
                     return task
-            result = request.tenant.call_tool(name, arguments, version=request.version, cancelled=request.cancelled,
-                                              on_update=_reporter(request), gate=self._gate(request),
-                                              profile=request.profile, narrow=request.narrow)
+            progress = request.progress_token is not None  # a host that resets on progress hears it
+            result = request.tenant.call_tool(
+                name, arguments, version=request.version, cancelled=request.cancelled, on_update=_reporter(request),
+                gate=self._gate(request), profile=request.profile, narrow=request.narrow,
+                deadline=profiles.wait_budget(request.profile, progress),
+                heartbeat=profiles.heartbeat(request.profile, progress, self.config.progress_heartbeat))
         except UnknownTool:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
         if result is None and self.draining:
@@ -472,7 +482,7 @@ class Server:
         try:
             ref, invocation = tasks.start(self.task_ids, request.tenant, tool, arguments)
         except GatewayError as exc:
-            return content.error_result(gateway_failure(name, exc))
+            return content.error_result(content.gateway_failure(name, exc))
         fields = tasks.task_fields(ref, invocation)
         log.bind(tool=name, slug=tool.slug, tenant=request.tenant.key_id, invocation_id=ref.invocation_id,
                  era="modern" if request.modern else "legacy").info("mcp.task.created")
@@ -549,9 +559,7 @@ def key_rejected(exc: KeyRejected) -> JsonRpcError:
 
 def _reporter(request: Request) -> Callable[[dict[str, Any]], None] | None:
     """Turn invocation updates into progress notifications and/or log messages for this request."""
-    token = request.meta.get("progressToken")
-    if not jsonrpc.is_valid_id(token):
-        token = None
+    token = request.progress_token
     if token is None and not request.wants_log("info"):
         return None
     tracker = ProgressTracker()

@@ -9,8 +9,9 @@ from __future__ import annotations
 import glob
 import os
 import secrets
-import tempfile
+import shutil
 import signal
+import tempfile
 import threading
 from typing import Any
 
@@ -19,7 +20,9 @@ from .logs import log
 
 SECRET_ENV = "COLABHIVE_SESSION_SECRET"
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
-RELAY_ENV = "COLABHIVE_CANCEL_RELAY_DIR"  # cancellations between the workers of one instance
+SYSTEMD_RUNTIME_ENV = "RUNTIME_DIRECTORY"  # systemd's RuntimeDirectory=
+RELAY_DIR = "cancel"  # in the runtime directory: cancellations between the workers of one instance
+_made_runtime_dir: list[str] = []  # the runtime directory this process made (and removes at exit)
 
 
 def gunicorn_settings(config: Config) -> dict[str, Any]:
@@ -37,6 +40,7 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "graceful_timeout": int(config.shutdown_grace) + 15,
         "post_worker_init": drain_on_sigterm,
         "child_exit": forget_worker_metrics,
+        "on_exit": remove_runtime_dir,
         "keepalive": 75,  # behind nginx's keepalive_timeout
         "accesslog": None,  # never log URLs or users' traffic; events are logged by the app
         "errorlog": "-",
@@ -88,11 +92,30 @@ def share_session_secret(config: Config) -> Config:
     return config.replace(session_secret=secrets.token_hex(32))
 
 
+def prepare_runtime_dir(config: Config) -> Config:
+    """The instance's private directory (its store, the cancel relay): the configured one, systemd's
+    ``RuntimeDirectory``, or one made now (mode 0700). A previous run's cancel markers are removed;
+    its store is kept (its entries expire on their own, and a call kept for a retry survives a restart)."""
+    directory = config.runtime_dir or os.environ.get(SYSTEMD_RUNTIME_ENV, "").split(":")[0]  # systemd: the first
+    if directory:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        shutil.rmtree(os.path.join(directory, RELAY_DIR), ignore_errors=True)
+    else:
+        directory = tempfile.mkdtemp(prefix="colabhive-mcp-")
+        _made_runtime_dir.append(directory)
+    return config.replace(runtime_dir=directory)
+
+
+def remove_runtime_dir(_server: Any = None) -> None:
+    """gunicorn hook (and ``serve``'s last step): remove the runtime directory this process made."""
+    while _made_runtime_dir:
+        shutil.rmtree(_made_runtime_dir.pop(), ignore_errors=True)
+
+
 def export(config: Config) -> Config:
     """Put the configuration where the worker processes will find it: this process's environment."""
     prepare_metrics_dir()
-    os.environ.setdefault(RELAY_ENV, tempfile.mkdtemp(prefix="colabhive-mcp-cancel-"))
-    config = share_session_secret(config)
+    config = share_session_secret(prepare_runtime_dir(config))
     os.environ.update(environment(config))
     return config
 
@@ -113,7 +136,10 @@ def run_gunicorn(config: Config) -> None:
 
             return create_app()
 
-    Application().run()
+    try:
+        Application().run()
+    finally:
+        remove_runtime_dir()
 
 
 def run_debug(config: Config) -> None:

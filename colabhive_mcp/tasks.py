@@ -25,7 +25,7 @@ from .gateway import GatewayError
 from .invocation import follow, status_message
 from .jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, JsonRpcError
 from .signing import Signer
-from .tenant import Tenant, gateway_failure
+from .tenant import Tenant
 from .tools import Tool
 
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -110,9 +110,9 @@ def wait(tenant: Tenant, ref: TaskRef, cancelled: threading.Event) -> dict[str, 
     invocation = fetch(tenant, ref)
     try:
         outcome = follow(tenant.gateway, invocation, cancelled=cancelled, max_wait=RESULT_WAIT_S,
-                         backoff=tenant.backoff, cancel_upstream=False)  # only tasks/cancel stops a task
+                         backoff=tenant.backoff)  # a cancelled wait leaves the task running: only tasks/cancel stops it
     except GatewayError as exc:
-        return {"status": "failed", "error": gateway_failure(ref.tool, exc)}
+        return {"status": "failed", "error": content.gateway_failure(ref.tool, exc)}
     return outcome.invocation if outcome.state == "done" else None
 
 

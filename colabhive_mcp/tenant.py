@@ -13,14 +13,17 @@ from typing import Any, Callable
 
 from . import content, metrics
 from .config import Config
-from .gateway import Gateway, GatewayError, KeyRejected
-from .builtins import DEFAULT_MATCHES, DEFAULT_WAIT_S, ENTRIES as BUILTINS, SEARCH_TOOLS, follow_up_hint, search
-from .invocation import Backoff, follow, run
-from .logs import key_id, log
+from .builtins import ENTRIES as BUILTINS
+from .calls import ToolCall
+from .detached import DetachedCalls
+from .gateway import Gateway, KeyRejected
+from .invocation import Backoff
+from .logs import key_id
 from .manifest import ManifestCache, ManifestError, load_snapshot
 from .policy import Policy
 from .profiles import UNKNOWN, Profile
 from .signing import key_binding
+from .store import MemoryStore
 from .tools import Catalog, Tool
 
 
@@ -31,8 +34,11 @@ class UnknownTool(LookupError):
 class Tenant:
     """Everything one API key needs; safe to use from many threads at once."""
 
-    def __init__(self, config: Config, api_key: str) -> None:
+    def __init__(self, config: Config, api_key: str, calls: DetachedCalls | None = None) -> None:
+        """``calls``: where calls cut off by their host are kept (shared by the process's tenants;
+        by default, this tenant's own, in memory)."""
         self.config = config
+        self.calls = calls or DetachedCalls(MemoryStore(), config.host_timeout_grace)
         self.key_id = key_id(api_key)
         self.binding = key_binding(api_key)  # what tokens bound to this key carry
         self.gateway = Gateway(config.api_url, api_key, account_id=config.account_id,
@@ -107,12 +113,14 @@ class Tenant:
     def call_tool(self, name: str, arguments: dict[str, Any], *, version: str, cancelled: threading.Event,
                   on_update: Callable[[dict[str, Any]], None] | None = None,
                   gate: Callable[[Tool, dict[str, Any]], dict[str, Any] | None] | None = None,
-                  profile: Profile = UNKNOWN, narrow: Policy | None = None) -> dict[str, Any] | None:
-        """Run one tool to the end and return its ``CallToolResult`` (``None`` once cancelled).
+                  profile: Profile = UNKNOWN, narrow: Policy | None = None, deadline: float | None = None,
+                  heartbeat: float | None = None) -> dict[str, Any] | None:
+        """Run one tool and return its ``CallToolResult`` (``None`` once cancelled): its result, or a
+        continuation when it outlives ``deadline`` (seconds the caller's host waits; ``None``: no limit).
 
         ``gate`` may stop the call before the gateway hears of it by returning the answer to give
-        instead (e.g. the user declined). Raises :class:`UnknownTool`; every other failure is an
-        ``isError`` result.
+        instead (e.g. the user declined). Raises :class:`UnknownTool` and :class:`KeyRejected`;
+        every other failure is an ``isError`` result.
         """
         prepared = self.prepare(name, arguments, profile, narrow)
         if isinstance(prepared, dict):
@@ -126,7 +134,9 @@ class Tenant:
             metrics.ERRORS.labels("tenant_limit").inc()
             return content.error_result(refused)
         try:
-            return self._run_tool(catalog, tool, name, arguments, version, cancelled, on_update, profile)
+            return ToolCall(self, catalog, tool, arguments, version=version, cancelled=cancelled, on_update=on_update,
+                            profile=profile, deadline=deadline,
+                            heartbeat=heartbeat or self.config.progress_heartbeat).answer()
         finally:
             with self._limits:
                 self._running -= 1
@@ -148,76 +158,3 @@ class Tenant:
             self._running += 1
             self._started.append(now)
         return None
-
-    def _run_tool(self, catalog: Catalog, tool: Tool, name: str, arguments: dict[str, Any], version: str,
-                  cancelled: threading.Event, on_update: Callable[[dict[str, Any]], None] | None,
-                  profile: Profile) -> dict[str, Any] | None:
-        """Run an admitted call: a built-in, or invoke and follow; log, count and fit its result."""
-        if tool.name == SEARCH_TOOLS:
-            found = search(catalog.exposed, arguments["query"], arguments.get("limit", DEFAULT_MATCHES))
-            return {"content": [content.text(found)]}
-        started = time.perf_counter()
-        fields: dict[str, Any] = {"tool": name, "slug": tool.slug, "tenant": self.key_id}
-        follow_options = {"cancelled": cancelled, "on_update": on_update, "backoff": self.backoff,
-                          "heartbeat": self.config.progress_heartbeat}
-        target, rejected = tool, None
-        metrics.IN_FLIGHT.inc()
-        try:
-            if tool.builtin:
-                invocation_id = arguments["invocation_id"]
-                invocation, _ = self.gateway.get_invocation(invocation_id)
-                target = catalog.by_slug.get(invocation.get("action_slug"), tool)
-                outcome = follow(self.gateway, invocation, max_wait=arguments.get("wait_s", DEFAULT_WAIT_S),
-                                 **follow_options)
-            else:
-                outcome = run(self.gateway, tool.slug, arguments, sync_timeout_s=self.config.sync_timeout,
-                              max_wait=self.max_wait(tool.entry), **follow_options)
-        except KeyRejected as exc:  # not a tool error: the caller is told its key is bad
-            fields["status"], result, rejected = "key_rejected", None, exc
-        except GatewayError as exc:
-            if tool.builtin and exc.status == 404:
-                result = content.error_result(f"No invocation {arguments['invocation_id']!r} is visible to this API key.")
-            elif exc.invocation_id:
-                result = content.unknown_result(name, exc.invocation_id, f"following it failed ({exc.message})",
-                                                follow_up_hint(exc.invocation_id))
-            else:
-                result = content.error_result(gateway_failure(name, exc))
-            fields.update(status="gateway_error", error=exc.message, http_status=exc.status,
-                          invocation_id=exc.invocation_id)
-            metrics.ERRORS.labels("gateway").inc()
-        else:
-            fields.update(status=outcome.state, polls=outcome.polls, mode="sync" if outcome.polls == 0 else "polled",
-                          invocation_id=outcome.invocation_id)
-            if outcome.state == "done":
-                fields["status"] = outcome.invocation["status"]
-                result = content.tool_result(outcome.invocation, target.name, version, target.output_check)
-            elif outcome.state == "pending":
-                result = content.pending_result(outcome.invocation, target.name, follow_up_hint(outcome.invocation_id))
-            elif outcome.state == "unknown":
-                result = content.unknown_result(target.name, outcome.invocation_id, "the gateway stopped answering "
-                                                "while the call waited", follow_up_hint(outcome.invocation_id))
-            else:
-                result = None
-        finally:
-            metrics.IN_FLIGHT.dec()
-        took = time.perf_counter() - started
-        fields["latency_ms"] = round(took * 1000, 1)
-        log.bind(**fields).info("mcp.tool.invoked")
-        metrics.TOOL_CALLS.labels(metrics.tool_label(tool.slug), fields["status"]).inc()
-        metrics.TOOL_LATENCY.observe(took)
-        metrics.POLLS.observe(fields.get("polls", 0))
-        if rejected is not None:
-            raise rejected
-        return content.fit(result, profile.max_text_chars, profile.max_image_bytes) if result else result
-
-
-def gateway_failure(tool: str, exc: GatewayError) -> str:
-    """What the model is told when the gateway refused or failed a call."""
-    if exc.status == 404:
-        return f"Tool {tool!r} no longer exists on ColabHive or is not visible to this API key."
-    if exc.status == 422:
-        return f"ColabHive rejected the input for {tool!r}: {exc.message.removeprefix('422 ')}"
-    if exc.status == 429:
-        wait = f" Retry after {exc.retry_after:g} s." if exc.retry_after is not None else ""
-        return f"ColabHive is rate-limiting this API key (429).{wait}"
-    return f"Tool {tool!r} could not be run: ColabHive gateway error: {exc.message}"

@@ -24,6 +24,7 @@ UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]+")
 META_PREFIX = "com.colabhive/"
 RESERVED_PREFIX = "colabhive__"  # built-in tools; a slug starting with it never keeps its name
 LISTED_WHEN_CAPPED = "x-colabhive-listed-when-capped"  # a built-in shown only when the list is capped
+NEVER_LISTED = "x-colabhive-never-listed"  # a built-in kept callable under a former name
 LONG_RUNNING = frozenset({"slow", "batch"})  # latency classes that may run as tasks
 LATENCY_NOTES = {
     "slow": "Slow: the first call may take minutes while the model loads; progress is reported meanwhile.",
@@ -191,10 +192,11 @@ class Catalog:
         """What ``tools/list`` shows: everything, or — past the profile's cap — the built-ins
         (search included) and the first tools by name; the others stay callable."""
         cap = self.profile.max_tools
-        if not cap or len(self.exposed) <= cap:
-            return [t for t in self.exposed if not t.entry.get(LISTED_WHEN_CAPPED)]
-        builtins = [t for t in self.exposed if t.builtin]
-        actions = [t for t in self.exposed if not t.builtin][:max(0, cap - len(builtins))]
+        listable = [t for t in self.exposed if not t.entry.get(NEVER_LISTED)]
+        if not cap or len(listable) <= cap:
+            return [t for t in listable if not t.entry.get(LISTED_WHEN_CAPPED)]
+        builtins = [t for t in listable if t.builtin]
+        actions = [t for t in listable if not t.builtin][:max(0, cap - len(builtins))]
         return sorted(builtins + actions, key=lambda t: t.name)
 
     def listing(self, version: str) -> list[dict[str, Any]]:

@@ -426,14 +426,11 @@ def render_table(results: dict[str, Any], source: str) -> str:
     if figure("stdio_startup_ms"):
         s = results["stdio_startup_ms"]
         rows.append(("stdio start-up to the initialize answer", f"{s['p50']:.0f} ms p50 ({s['p99']:.0f} p99)", "300 ms"))
-    if figure("overhead_stdio"):
-        o = results["overhead_stdio"]
-        rows.append(("added per warm ``tools/call``, stdio",
-                     f"+{o['added_p50_ms']:.2f} ms p50 ({spread(o['added_p50_ms_runs'], ' ms')})", "1.5 ms"))
-    if figure("overhead_http"):
-        o = results["overhead_http"]
-        rows.append((f"added per warm ``tools/call``, HTTP{note}",
-                     f"+{o['added_p50_ms']:.2f} ms p50 ({spread(o['added_p50_ms_runs'], ' ms')})", "1.5 ms"))
+    for name, label in (("overhead_stdio", "stdio"), ("overhead_http", f"HTTP{note}")):
+        if figure(name):
+            o = results[name]
+            rows.append((f"added per warm ``tools/call``, {label}",
+                         f"+{o['added_p50_ms']:.2f} ms p50 ({spread(o['added_p50_ms_runs'], ' ms')})", "1.5 ms"))
     if figure("tools_list_warm"):
         t = results["tools_list_warm"]
         rows.append((f"warm ``tools/list``, {t['tools']} tools, {t['bytes'] / 1e6:.1f} MB",

@@ -350,8 +350,8 @@ def test_an_invocation_that_never_ends_returns_a_handle_in_time(faulty, sandbox)
     assert answer.kind == "ok", answer.body  # pending is not an error
     (invocation,) = assert_one_invocation_at_most(sandbox, DEMO_KEY, 1)[1]
     assert invocation.id in answer.text and "still" in answer.text, answer.body
-    assert "colabhive__get_invocation" in answer.text  # how to follow up
-    follow_up = call(faulty, "colabhive__get_invocation", {"invocation_id": invocation.id, "wait_s": 0})
+    assert "colabhive__wait_for_result" in answer.text  # how to follow up
+    follow_up = call(faulty, "colabhive__wait_for_result", {"invocation_id": invocation.id, "wait_s": 0})
     assert follow_up.kind == "ok" and invocation.id in follow_up.text and follow_up.seconds < INVOKE_BOUND
     assert_other_key_served(faulty, sandbox)
     assert len(upstream(sandbox, DEMO_KEY)[1]) == 1  # following up started nothing
@@ -369,7 +369,7 @@ def test_a_wait_that_ends_while_the_gateway_is_silent_never_claims_the_work_is_r
     assert_clear(answer)
     assert answer.kind == "error" and answer.seconds < NEVER_ENDS_BOUND, answer.body
     (invocation,) = assert_one_invocation_at_most(sandbox, DEMO_KEY, 1)[1]
-    for words in (invocation.id, "state is unknown", "do not run it again", "colabhive__get_invocation"):
+    for words in (invocation.id, "state is unknown", "do not run it again", "colabhive__wait_for_result"):
         assert words in answer.text, answer.body
     assert "still running" not in answer.text and "is still" not in answer.text
     sandbox.faults.clear()
@@ -387,7 +387,7 @@ def test_losing_the_gateway_after_the_invoke_names_the_running_invocation(faulty
     (invocation,) = assert_one_invocation_at_most(sandbox, DEMO_KEY, 1)[1]
     assert invocation.id in answer.text, f"the answer does not name the running invocation: {answer.text}"
     sandbox.faults.clear()
-    followed = call(faulty, "colabhive__get_invocation", {"invocation_id": invocation.id, "wait_s": 10})
+    followed = call(faulty, "colabhive__wait_for_result", {"invocation_id": invocation.id, "wait_s": 10})
     assert followed.kind == "ok" and expected in followed.text, followed.body
     assert len(upstream(sandbox, DEMO_KEY)[1]) == 1
 

@@ -132,6 +132,10 @@ def test_a_key_revoked_mid_session_gets_401_from_then_on(hosted, sandbox, journa
         assert call.status_code == 401 and call.json()["error"]["code"] == -31401, call.text
         assert call.headers["WWW-Authenticate"] == 'Bearer error="invalid_token"'
     assert len(journal("invoke")) <= 2  # at most once per worker
+    time.sleep(1.2)  # a worker looks at the instance's rejected keys at least once a second
+    for _ in range(6):  # no gateway call is involved: every worker knows the key is gone
+        ping = rpc(hosted.url, "ping", key=key, session=session)
+        assert ping.status_code == 401 and ping.headers["WWW-Authenticate"] == 'Bearer error="invalid_token"'
 
 
 def test_no_key_is_401_with_a_json_rpc_body(hosted):
@@ -581,7 +585,7 @@ def test_a_request_can_narrow_the_tool_set_but_never_widen_it(gateway_sandbox):
 
 
 def test_a_cancellation_reaching_another_worker_still_stops_the_call(gateway_sandbox, sandbox, journal, tmp_path):
-    relay = {"COLABHIVE_CANCEL_RELAY_DIR": str(tmp_path)}  # what the workers of one instance share
+    relay = {"COLABHIVE_RUNTIME_DIR": str(tmp_path)}  # what the workers of one instance share
     first = HttpServer(gateway_sandbox.url, "--http-workers", "1", env=relay)
     second = HttpServer(gateway_sandbox.url, "--http-workers", "1", env=relay)
     try:

@@ -31,7 +31,8 @@ from .fuzzing import (ACCEPT_BOTH, CANCELLED_PREFIX, CAPS_KEY, JSON_TYPE, LEGACY
                       kind_of, mcp_name_header, modern_meta, objects, plain_ids, request_ids, same_id, strict_json,
                       text, weighted, wrapped)
 
-known_tools = st.sampled_from(["echo", "test_simple_text", "no-such-tool", "colabhive__get_invocation"])
+known_tools = st.sampled_from(["echo", "test_simple_text", "no-such-tool", "colabhive__wait_for_result",
+                              "colabhive__get_invocation"])
 tool_names = st.one_of(known_tools, known_tools, text)
 known_methods = st.sampled_from(["ping", "tools/list", "tools/call", "server/discover", "initialize",
                                  "logging/setLevel", "tasks/get", "tasks/cancel", "tasks/update", "tasks/result",

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from colabhive_mcp.gateway import GatewayError
-from colabhive_mcp.invocation import Backoff, ProgressTracker, run, status_message
+from colabhive_mcp.invocation import Backoff, ProgressTracker, cancel_upstream, run, status_message
 
 FAST = Backoff(initial=0.01, maximum=0.02, jitter=0.0)
 
@@ -87,14 +87,16 @@ def test_a_poll_never_waits_past_the_end_of_the_wait():
     assert all(1.0 <= t <= 2.05 for t in slow.timeouts), slow.timeouts
 
 
-def test_cancellation_interrupts_the_backoff_sleep_and_cancels_upstream():
+def test_cancellation_interrupts_the_backoff_sleep_and_leaves_the_decision_to_the_caller():
     gateway = ScriptedGateway(inv("queued"))
     cancelled = threading.Event()
     threading.Timer(0.2, cancelled.set).start()
     started = time.monotonic()
     outcome = run(gateway, "s", {}, cancelled=cancelled, backoff=Backoff(initial=30, maximum=30))
-    assert outcome.state == "cancelled" and gateway.cancels == ["inv_1"]
+    assert outcome.state == "cancelled" and outcome.invocation_id == "inv_1" and gateway.cancels == []
     assert time.monotonic() - started < 5  # did not sleep out the 30 s interval
+    cancel_upstream(gateway, outcome.invocation_id)
+    assert gateway.cancels == ["inv_1"]
 
 
 def test_a_call_cancelled_before_it_starts_never_reaches_the_gateway():

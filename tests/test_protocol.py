@@ -330,32 +330,39 @@ def test_media_results(client):
     assert "384 dimensions" in embedding
 
 
-def test_the_handle_tool_fetches_what_a_call_left_running(config, sandbox):
+def test_the_continuation_tool_fetches_what_a_call_left_running(config, sandbox):
     client = Client(Server(config), Tenant(config.replace(poll_max_wait=1), config.api_key))
     client.initialize()
     listed = {t["name"]: t for t in client.request("tools/list")["result"]["tools"]}
-    assert listed["colabhive__get_invocation"]["annotations"]["readOnlyHint"] is True
-    pending = text_of(client.call("batch-report", {"seconds": 3}))
-    invocation_id = pending.split("invocation ")[1].split(")")[0]
-    assert "colabhive__get_invocation" in pending and invocation_id.startswith("inv_")
-    done = client.call("colabhive__get_invocation", {"invocation_id": invocation_id, "wait_s": 10})
+    assert listed["colabhive__wait_for_result"]["annotations"]["readOnlyHint"] is True
+    assert "colabhive__get_invocation" not in listed  # the former name: answered, not listed
+    pending = client.call("batch-report", {"seconds": 3})["result"]
+    assert not pending.get("isError")  # the work goes on: not a failure
+    following = pending["_meta"]["com.colabhive/continuation"]
+    invocation_id = following["invocation_id"]
+    assert following["tool"] == "colabhive__wait_for_result" and following["arguments"] == {
+        "invocation_id": invocation_id} and invocation_id.startswith("inv_")
+    assert f'colabhive__wait_for_result with {{"invocation_id": "{invocation_id}"}}' in pending["content"][0]["text"]
+    done = client.call("colabhive__wait_for_result", {"invocation_id": invocation_id, "wait_s": 10})
     assert "report ready" in text_of(done) and not done["result"].get("isError")
-    unknown = client.call("colabhive__get_invocation", {"invocation_id": "inv_nope"})
+    again = client.call("colabhive__get_invocation", {"invocation_id": invocation_id})  # the former name
+    assert "report ready" in text_of(again)
+    unknown = client.call("colabhive__wait_for_result", {"invocation_id": "inv_nope"})
     assert unknown["result"]["isError"] and "inv_nope" in text_of(unknown)
     other_key = Client(Server(config), Tenant(config, DEMO_KEY_B))
     other_key.initialize()
-    assert other_key.call("colabhive__get_invocation", {"invocation_id": invocation_id})["result"]["isError"]
+    assert other_key.call("colabhive__wait_for_result", {"invocation_id": invocation_id})["result"]["isError"]
 
 
 def test_built_in_tools_obey_the_allow_and_deny_lists_and_keep_their_names(config):
     denied = Client(Server(config), Tenant(config.replace(deny=("colabhive__*",)), config.api_key))
     denied.initialize()
     names = {t["name"] for t in denied.request("tools/list")["result"]["tools"]}
-    assert "colabhive__get_invocation" not in names
-    assert denied.call("colabhive__get_invocation", {"invocation_id": "x"})["result"]["isError"]
+    assert "colabhive__wait_for_result" not in names
+    assert denied.call("colabhive__wait_for_result", {"invocation_id": "x"})["result"]["isError"]
     kinds = Client(Server(config), Tenant(config.replace(kinds=("llm",)), config.api_key))
     kinds.initialize()
-    assert "colabhive__get_invocation" in {t["name"] for t in kinds.request("tools/list")["result"]["tools"]}
+    assert "colabhive__wait_for_result" in {t["name"] for t in kinds.request("tools/list")["result"]["tools"]}
 
 
 def test_the_wait_can_depend_on_kind_or_latency_class(config):

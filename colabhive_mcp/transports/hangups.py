@@ -15,20 +15,22 @@ import threading
 import time
 from typing import Iterator
 
+from ..cancellation import Cancellation
+
 READABLE = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
 
 
 class HangupWatch:
     def __init__(self, interval: float) -> None:
         self.interval = interval
-        self._watched: dict[threading.Event, socket.socket] = {}
+        self._watched: dict[Cancellation, socket.socket] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @contextlib.contextmanager
-    def watching(self, sock: socket.socket | None) -> Iterator[threading.Event]:
+    def watching(self, sock: socket.socket | None) -> Iterator[Cancellation]:
         """An event set when the client behind ``sock`` hangs up (never, for ``None``)."""
-        hung_up = threading.Event()
+        hung_up = Cancellation()  # no reason: a closed connection
         if sock is None:
             yield hung_up
             return

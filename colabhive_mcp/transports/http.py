@@ -36,9 +36,13 @@ from ..logs import configure, key_id, log
 from ..manifest import ManifestError
 from ..policy import Policy
 from ..pool import TenantPool
+from ..cancellation import Cancellation, reason_of
+from ..detached import DetachedCalls
 from ..gateway import KeyRejected
 from ..protocol import LEGACY_VERSIONS, META_VERSION, Server, Session, key_rejected
+from ..serving import RELAY_DIR
 from ..sessions import SessionCodec
+from ..store import open_store
 from ..signing import key_binding
 from ..tenant import Tenant
 from .events import EventStore, StreamLog
@@ -50,7 +54,6 @@ SSE = "text/event-stream"
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DISCONNECT_CHECK_S = 0.5
-RELAY_ENV = "COLABHIVE_CANCEL_RELAY_DIR"  # set by `serve` for the workers of one instance
 READINESS_TTL_S = 5.0
 READINESS_TIMEOUT_S = 2.0
 RETRY_MS = 1000  # how long a client waits before it reconnects to a handed-over stream
@@ -83,8 +86,11 @@ class McpApp:
         self.config = config
         resumable = config.single_tenant if config.resumable_streams is None else config.resumable_streams
         self.core = Server(config, list_changed=resumable)  # announced on the GET stream, which needs affinity
-        self.single = Tenant(config, config.api_key) if config.single_tenant and config.api_key else None
-        self.pool = None if config.single_tenant else TenantPool(config)
+        self.store = open_store(config.runtime_dir)  # shared by the workers of this instance
+        self.calls = DetachedCalls(self.store, config.host_timeout_grace)
+        self.single = Tenant(config, config.api_key, self.calls) if config.single_tenant and config.api_key else None
+        self.pool = None if config.single_tenant else TenantPool(
+            config, factory=lambda c, api_key: Tenant(c, api_key, self.calls), store=self.store)
         self.sessions = SessionCodec(config.session_secret or secrets.token_hex(32), config.session_max_age)
         self.events = EventStore() if resumable else None
         self.hosts = frozenset(h.lower() for h in config.allowed_hosts) | LOOPBACK_HOSTS | {_bind_host(config.bind)}
@@ -95,9 +101,9 @@ class McpApp:
         self._lock = threading.Lock()
         self._readiness = (float("-inf"), False)  # (checked at, gateway reachable)
         self.hangups = HangupWatch(DISCONNECT_CHECK_S)
-        relay_dir = os.environ.get(RELAY_ENV)
-        self.relay = CancelRelay(relay_dir, lambda session_id, request_id: self.core.cancel(
-            Session(id=session_id), request_id)) if relay_dir else None
+        self.relay = CancelRelay(os.path.join(config.runtime_dir, RELAY_DIR), lambda session_id, request_id, reason:
+                                 self.core.cancel(Session(id=session_id), request_id, reason)) \
+            if config.runtime_dir else None
 
     def drain(self) -> None:
         """Shutting down: stop every call in flight (upstream too) and answer it with an error."""
@@ -292,9 +298,9 @@ class McpApp:
             return Response(status=202) if answer is None else _json(answer, 200)
         if not (isinstance(message, dict) and "id" in message and "method" in message):
             answer = self.core.handle(message, tenant=caller.tenant, session=session)
-            cancelled_id = _cancelled_request(message)
-            if self.relay is not None and cancelled_id is not None:
-                self.relay.publish(session.id, cancelled_id)  # the call may run in another worker
+            cancelled = _cancelled_request(message)
+            if self.relay is not None and cancelled is not None:
+                self.relay.publish(session.id, *cancelled)  # the call may run in another worker
             return Response(status=202) if answer is None else _json(answer, _status(answer, STATUS_BY_CODE))
         resumable = self.events is not None and session.version >= "2025-11-25"
         stream = _wants_stream(message, accepts, session.log_level) or (
@@ -351,7 +357,7 @@ class McpApp:
         A resumable one (``resumable_for`` a session) starts with a priming event and keeps
         running: its events stay in the store for a ``GET`` with ``Last-Event-ID``.
         """
-        cancelled = threading.Event()
+        cancelled = Cancellation()
         resumable = resumable_for is not None and self.events is not None
         log = self.events.open(resumable_for.id) if resumable else StreamLog("", "")
 
@@ -583,11 +589,12 @@ def _narrowing(request: Request) -> Policy | None:
     return Policy(allow=globs or ("*",), read_only=read_only in ("1", "true", "yes", "on"))
 
 
-def _cancelled_request(message: Any) -> Any:
-    """The request id a ``notifications/cancelled`` names, if the message is one."""
+def _cancelled_request(message: Any) -> tuple[Any, str] | None:
+    """The request id a ``notifications/cancelled`` names and the kind of its reason, if it is one."""
     if jsonrpc.method_of(message) == "notifications/cancelled":
-        request_id = jsonrpc.params_of(message).get("requestId")
-        return request_id if jsonrpc.is_valid_id(request_id) else None
+        params = jsonrpc.params_of(message)
+        if jsonrpc.is_valid_id(params.get("requestId")):
+            return params["requestId"], reason_of(params.get("reason"))
     return None
 
 

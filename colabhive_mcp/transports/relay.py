@@ -19,25 +19,29 @@ from cachetools import TTLCache
 
 LOOK_EVERY_S = 0.2
 MARKER_TTL_S = 60.0
+MAX_MARKER_BYTES = 512
 
 
 class CancelRelay:
-    def __init__(self, directory: str, cancel: Callable[[str, Any], None]) -> None:
-        """``cancel(session_id, request_id)`` is called for every marker this process has not seen."""
+    def __init__(self, directory: str, cancel: Callable[[str, Any, str | None], None]) -> None:
+        """``cancel(session_id, request_id, reason)`` is called for every marker this process has not seen."""
         self.directory = directory
         self._cancel = cancel
         self._seen: TTLCache = TTLCache(maxsize=100_000, ttl=MARKER_TTL_S * 2)
         os.makedirs(directory, exist_ok=True)
         threading.Thread(target=self._watch, name="mcp-cancel-relay", daemon=True).start()
 
-    def publish(self, session_id: str, request_id: Any) -> None:
-        payload = json.dumps([session_id, request_id])
+    def publish(self, session_id: str, request_id: Any, reason: str | None) -> None:
+        payload = json.dumps([session_id, request_id, reason])
+        if len(payload) > MAX_MARKER_BYTES:
+            return  # no client names its requests with ids this long: not worth a file
         name = hashlib.sha256(payload.encode()).hexdigest()[:32]
         self._seen[name] = True  # this process has already applied it
         path = os.path.join(self.directory, name)
-        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(temporary, "w", encoding="utf-8") as fh:
             fh.write(payload)
-        os.replace(path + ".tmp", path)
+        os.replace(temporary, path)
 
     def _watch(self) -> None:
         while True:
@@ -57,5 +61,5 @@ class CancelRelay:
             elif entry.name not in self._seen:
                 self._seen[entry.name] = True
                 with open(entry.path, encoding="utf-8") as fh:
-                    session_id, request_id = json.load(fh)
-                self._cancel(session_id, request_id)
+                    session_id, request_id, reason = json.load(fh)
+                self._cancel(session_id, request_id, reason)

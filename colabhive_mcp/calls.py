@@ -1,0 +1,175 @@
+"""One admitted tool call, from its start to its answer.
+
+An action's call attaches to the work a cut-off call of the same key, tool and arguments left
+running (:mod:`colabhive_mcp.detached`), or invokes anew; the continuation tool follows a named
+invocation. Either waits within the host's deadline. How the wait ended decides the rest:
+
+- ``done``: the result, as content blocks; the call is forgotten;
+- ``pending`` (the deadline is near, or the wait ran out): a continuation naming the exact call
+  that gets the result; the work is kept for a retry or that call;
+- ``unknown`` (the gateway stopped answering): an error naming the invocation; the work is kept;
+- ``cancelled``: a host that gave up leaves the work running for a while, anyone else stops it.
+
+Each call is logged (``mcp.tool.invoked``) and counted once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import content, metrics
+from .builtins import DEFAULT_MATCHES, SEARCH_TOOLS, continuation, follow_up_hint, search
+from .cancellation import keeps_work
+from .detached import call_key
+from .gateway import GatewayError, KeyRejected
+from .invocation import Outcome, cancel_upstream, follow, run
+from .logs import log
+from .profiles import Profile
+from .tools import Catalog, Tool
+
+if TYPE_CHECKING:
+    from .tenant import Tenant
+
+RUNNING_SLACK_S = 60.0  # a polling call's note outlives its longest wait by this much
+
+
+class ToolCall:
+    """A call that passed the checks and the per-key limits."""
+
+    def __init__(self, tenant: Tenant, catalog: Catalog, tool: Tool, arguments: dict[str, Any], *, version: str,
+                 cancelled: threading.Event, on_update: Callable[[dict[str, Any]], None] | None, profile: Profile,
+                 deadline: float | None, heartbeat: float) -> None:
+        """``deadline``: seconds the caller's host lets the call wait (``None``: no host limit)."""
+        self.tenant, self.catalog, self.tool, self.arguments = tenant, catalog, tool, arguments
+        self.version, self.cancelled, self.profile, self.deadline = version, cancelled, profile, deadline
+        self.follow_options = {"cancelled": cancelled, "on_update": on_update, "backoff": tenant.backoff,
+                               "heartbeat": heartbeat}
+        self.target = tool  # the tool whose result this is (for the continuation tool: the original one)
+        self.key: str | None = None  # the call's identity, when the work may be kept for a retry
+        self.attached = False  # following work an earlier, cut-off call started
+        self.started = time.perf_counter()
+
+    def answer(self) -> dict[str, Any] | None:
+        """The ``CallToolResult`` (``None`` once cancelled). Raises :class:`KeyRejected`."""
+        if self.tool.name == SEARCH_TOOLS:
+            found = search(self.catalog.exposed, self.arguments["query"], self.arguments.get("limit", DEFAULT_MATCHES))
+            return {"content": [content.text(found)]}
+        fields: dict[str, Any] = {"tool": self.tool.name, "slug": self.tool.slug, "tenant": self.tenant.key_id}
+        metrics.IN_FLIGHT.inc()
+        try:
+            outcome = self._follow_up() if self.tool.builtin else self._start()
+            fields.update(status=outcome.state, polls=outcome.polls, invocation_id=outcome.invocation_id,
+                          mode="attached" if self.attached else "sync" if outcome.polls == 0 else "polled")
+            if outcome.state == "done":
+                fields["status"] = outcome.invocation["status"]
+            result = self._settle(outcome)
+        except KeyRejected:  # not a tool error: the caller is told its key is bad
+            fields["status"] = "key_rejected"
+            raise
+        except GatewayError as exc:
+            fields.update(status="gateway_error", error=exc.message, http_status=exc.status,
+                          invocation_id=exc.invocation_id)
+            metrics.ERRORS.labels("gateway").inc()
+            result = self._failed(exc)
+        finally:
+            metrics.IN_FLIGHT.dec()
+            self._record(fields)
+        return content.fit(result, self.profile.max_text_chars, self.profile.max_image_bytes) if result else result
+
+    # -- how the wait starts --------------------------------------------------------------------
+
+    def _start(self) -> Outcome:
+        """Attach to the work a cut-off identical call left running, else invoke."""
+        self.key = call_key(self.tenant.binding, self.tool.slug, self.arguments)
+        max_wait = self._max_wait(self.tenant.max_wait(self.tool.entry))
+        kept = self.tenant.calls.attach(self.key)
+        if kept is not None:
+            invocation = self._fetch(kept)
+            if invocation is not None:
+                self.attached = True
+                return follow(self.tenant.gateway, invocation, max_wait=max_wait, **self.follow_options)
+        return run(self.tenant.gateway, self.tool.slug, self.arguments, sync_timeout_s=self.tenant.config.sync_timeout,
+                   max_wait=max_wait, started=self._polling, **self.follow_options)
+
+    def _follow_up(self) -> Outcome:
+        """The continuation tool: follow the named invocation, as the original call would have."""
+        invocation_id = self.arguments["invocation_id"]
+        invocation, _ = self.tenant.gateway.get_invocation(invocation_id)
+        self.target = self.catalog.by_slug.get(invocation.get("action_slug"), self.tool)
+        self.key = self.tenant.calls.follow_up(invocation_id)
+        wanted = self.arguments.get("wait_s")
+        max_wait = self._max_wait(self.tenant.config.poll_max_wait if wanted is None else wanted)
+        return follow(self.tenant.gateway, invocation, max_wait=max_wait, **self.follow_options)
+
+    def _fetch(self, invocation_id: str) -> dict[str, Any] | None:
+        """A kept invocation as it stands now; ``None`` when the gateway no longer has it."""
+        try:
+            return self.tenant.gateway.get_invocation(invocation_id)[0]
+        except GatewayError as exc:
+            if exc.status != 404:
+                exc.invocation_id = invocation_id
+                raise
+        self.tenant.calls.finish(self.key, invocation_id)
+        return None
+
+    def _polling(self, invocation: dict[str, Any]) -> None:
+        """The invoke left the work running: a retry arriving now may be this call's host retrying."""
+        assert self.key is not None
+        self.tenant.calls.running(self.key, invocation["invocation_id"],
+                                  self.tenant.max_wait(self.tool.entry) + RUNNING_SLACK_S)
+
+    def _max_wait(self, wanted: float) -> float:
+        return wanted if self.deadline is None else max(0.0, min(wanted, self.deadline))
+
+    # -- how it ends ----------------------------------------------------------------------------
+
+    def _settle(self, outcome: Outcome) -> dict[str, Any] | None:
+        invocation_id = outcome.invocation_id
+        if outcome.state == "done":
+            self.tenant.calls.finish(self.key, invocation_id)
+            return content.tool_result(outcome.invocation, self.target.name, self.version, self.target.output_check)
+        if outcome.state == "cancelled":
+            if invocation_id is not None:
+                self._leave(invocation_id)
+            return None
+        self._keep(invocation_id)
+        if outcome.state == "pending":
+            return content.continuation_result(outcome.invocation, self.target.name, continuation(invocation_id),
+                                               checked=self.tool.output_check is not None)
+        return content.unknown_result(self.target.name, invocation_id, "the gateway stopped answering while the "
+                                      "call waited", follow_up_hint(invocation_id))
+
+    def _leave(self, invocation_id: str) -> None:
+        """The caller is gone: a host that gave up leaves the work for a retry; anyone else stops it."""
+        if keeps_work(self.cancelled, time.perf_counter() - self.started, self.tenant.config.hang_up_keeps_after):
+            self._keep(invocation_id)
+        else:
+            cancel_upstream(self.tenant.gateway, invocation_id)
+            self.tenant.calls.finish(self.key, invocation_id)
+
+    def _keep(self, invocation_id: str | None) -> None:
+        """The work goes on without this call: a retry of it, or the continuation tool, picks it up."""
+        if self.key is not None and invocation_id is not None:
+            gateway = self.tenant.gateway
+            self.tenant.calls.detach(self.key, invocation_id, lambda kept: cancel_upstream(gateway, kept))
+
+    def _failed(self, exc: GatewayError) -> dict[str, Any]:
+        """The answer to a gateway failure: around existing work, the work is kept and named."""
+        name = self.tool.name
+        if self.tool.builtin and exc.status == 404:
+            return content.error_result(f"No invocation {self.arguments['invocation_id']!r} is visible to this API key.")
+        if exc.invocation_id:
+            self._keep(exc.invocation_id)
+            return content.unknown_result(name, exc.invocation_id, f"following it failed ({exc.message})",
+                                          follow_up_hint(exc.invocation_id))
+        return content.error_result(content.gateway_failure(name, exc))
+
+    def _record(self, fields: dict[str, Any]) -> None:
+        took = time.perf_counter() - self.started
+        fields["latency_ms"] = round(took * 1000, 1)
+        log.bind(**fields).info("mcp.tool.invoked")
+        metrics.TOOL_CALLS.labels(metrics.tool_label(self.tool.slug), fields["status"]).inc()
+        metrics.TOOL_LATENCY.observe(took)
+        metrics.POLLS.observe(fields.get("polls", 0))

@@ -1,0 +1,46 @@
+"""Why a request stopped: a user's cancel stops the upstream work; a host that gave up waiting does not.
+
+Hosts abandon tool calls at their own deadline (the TypeScript SDK after 60 s, Claude Desktop,
+Claude Code...) and say so in ``notifications/cancelled`` ("Request timed out", "timed out after
+20s"). The work they abandoned is kept for a retry to attach to (:mod:`colabhive_mcp.detached`);
+anything else stops it upstream at once. A connection that closes gives no reason: one that had
+waited long enough for a host to give up (``hang_up_keeps_after``) counts as a host giving up.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+USER = "user"  # stop the work: the user (or the client) asked for it
+TIMEOUT = "timeout"  # the host gave up waiting: keep the work for a retry
+SHUTDOWN = "shutdown"  # the server is stopping: stop the work
+_TIMED_OUT = re.compile(r"time[sd]?[\s_-]?out|timed out|-32001", re.IGNORECASE)
+
+
+class Cancellation(threading.Event):
+    """A request's cancel event that remembers why it was set (``None``: a connection closed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reason: str | None = None
+
+    def cancel(self, reason: str | None) -> None:
+        if not self.is_set():
+            self.reason = reason
+        self.set()
+
+
+def reason_of(text: object) -> str:
+    """The kind of a ``notifications/cancelled`` reason: a timeout (TypeScript SDK: "McpError: MCP
+    error -32001: Request timed out"; Python SDK: "timed out after 20s"), else a user's cancel."""
+    return TIMEOUT if isinstance(text, str) and _TIMED_OUT.search(text) else USER
+
+
+def keeps_work(cancelled: threading.Event, waited: float, hang_up_keeps_after: float) -> bool:
+    """Whether the upstream work of a cancelled call should outlive it (for a retry to attach to):
+    its host timed out, or its connection closed after ``hang_up_keeps_after`` seconds or more."""
+    reason = getattr(cancelled, "reason", None)
+    if reason is None:
+        return waited >= hang_up_keeps_after
+    return reason == TIMEOUT

@@ -1,0 +1,116 @@
+"""Calls cut off by their host, kept running upstream for a while so that a retry attaches to them.
+
+When a host gives up on a slow call (its deadline passed, or the server answered just before it
+with a continuation), the invocation keeps running upstream for ``grace`` seconds. The same call
+from the same key — same tool, same arguments — arriving meanwhile follows that invocation, its
+progress and its result, instead of invoking again: a host's retry never runs a tool twice. If
+nobody attaches within the grace period, the work is cancelled upstream. A call still polling is
+noted too, so that a retry racing its host's cancel waits a moment for the cancel to land.
+
+The entries live in the instance store, so a retry may reach any worker of the instance; keys are
+hashes (of the key's binding, the slug and the canonical arguments), values are invocation ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import secrets
+import threading
+import time
+from typing import Any, Callable
+
+from .logs import log
+from .store import MemoryStore, SqliteStore
+
+CALLS = "calls"  # call key -> {"invocation", "state": running | detached | attached, "token"}
+INVOCATIONS = "invocations"  # invocation id -> call key (for the continuation tool)
+RACE_S = 2.0  # how long a retry waits for a still-polling identical call to be cut off
+KEPT_S = 60.0  # entries outlive their grace period by this much: the janitor still finds them then
+LOOK_EVERY_S = 0.05
+
+
+def call_key(binding: str, slug: str, arguments: dict[str, Any]) -> str:
+    """The identity of a call: the same key, tool and canonical arguments."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(f"{binding}\0{slug}\0{canonical}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class DetachedCalls:
+    def __init__(self, store: MemoryStore | SqliteStore, grace: float, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.grace = grace
+        self.clock = clock
+        self._due: list[tuple[float, str, str, str, Callable[[str], None]]] = []
+        self._wake = threading.Condition()
+        self._janitor: threading.Thread | None = None
+
+    def running(self, key: str, invocation_id: str, ttl: float) -> None:
+        """A call is polling this invocation (a retry arriving now may be its host's)."""
+        self.store.put(CALLS, key, {"invocation": invocation_id, "state": "running"}, ttl)
+
+    def detach(self, key: str, invocation_id: str, cancel: Callable[[str], None]) -> None:
+        """The call's host stopped waiting: keep the work for ``grace`` seconds, then ``cancel`` it
+        unless a retry attached."""
+        token = secrets.token_hex(8)
+        self.store.put(CALLS, key, {"invocation": invocation_id, "state": "detached", "token": token},
+                       self.grace + KEPT_S)
+        self.store.put(INVOCATIONS, invocation_id, key, self.grace + KEPT_S)
+        log.bind(invocation_id=invocation_id, grace_s=self.grace).info("call.detached")
+        with self._wake:
+            heapq.heappush(self._due, (self.clock() + self.grace, key, token, invocation_id, cancel))
+            if self._janitor is None:
+                self._janitor = threading.Thread(target=self._watch, name="mcp-detached", daemon=True)
+                self._janitor.start()
+            self._wake.notify()
+
+    def attach(self, key: str) -> str | None:
+        """The invocation a retry of this call should follow instead of invoking again, if any."""
+        deadline = self.clock() + RACE_S
+        while True:
+            entry = self.store.get(CALLS, key)
+            if entry is None:
+                return None
+            if entry["state"] != "running":
+                self.store.put(CALLS, key, {"invocation": entry["invocation"], "state": "attached"},
+                               self.grace + KEPT_S)
+                log.bind(invocation_id=entry["invocation"]).info("call.attached")
+                return entry["invocation"]
+            if self.clock() >= deadline:
+                return None  # a deliberate second call while the first still runs: it runs anew
+            time.sleep(LOOK_EVERY_S)
+
+    def follow_up(self, invocation_id: str) -> str | None:
+        """The continuation tool follows a kept invocation: it is attached (so the work is not
+        cancelled meanwhile), and its call key returned (``None``: not kept, or no longer)."""
+        key = self.store.get(INVOCATIONS, invocation_id)
+        entry = self.store.get(CALLS, key) if key is not None else None
+        if entry is None or entry["invocation"] != invocation_id:
+            return None
+        self.store.put(CALLS, key, {"invocation": invocation_id, "state": "attached"}, self.grace + KEPT_S)
+        return key
+
+    def finish(self, key: str | None, invocation_id: str | None = None) -> None:
+        """The call ended for good (its result was delivered, or it was stopped): forget it."""
+        if key is not None:
+            self.store.delete(CALLS, key)
+        if invocation_id is not None:
+            self.store.delete(INVOCATIONS, invocation_id)
+
+    def _watch(self) -> None:
+        """Cancel, at the end of its grace period, each kept invocation nobody attached to."""
+        while True:
+            with self._wake:
+                while not self._due or self._due[0][0] > self.clock():
+                    self._wake.wait(max(0.0, self._due[0][0] - self.clock()) if self._due else None)
+                _, key, token, invocation_id, cancel = heapq.heappop(self._due)
+            entry = self.store.get(CALLS, key)
+            if entry is None or entry.get("token") != token:
+                continue  # delivered, attached, or detached again since: no longer this timer's to end
+            self.finish(key, invocation_id)
+            log.bind(invocation_id=invocation_id).info("call.abandoned")
+            try:
+                cancel(invocation_id)
+            except Exception:  # the janitor must outlive any one failure
+                log.bind(invocation_id=invocation_id).exception("call.cancel_failed")

@@ -1,0 +1,177 @@
+"""The instance store: what the worker processes of one instance must agree on, with no external service.
+
+A small SQLite database (WAL) in the instance's private runtime directory, file mode 0600, shared
+by its workers; stdio and single-process servers keep the same things in memory. Values are JSON,
+keyed by a space and a key, and expire. Nothing of users' prompts or results goes in: keys are
+hashes, values are ids and timestamps. A store that cannot be opened or fails later is replaced by
+memory (per-worker behaviour), with one warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from typing import Any, Callable
+
+from .logs import log
+
+FILE_NAME = "instance.db"
+PURGE_EVERY = 200  # writes between two sweeps of expired entries
+
+
+class MemoryStore:
+    """The store of one process."""
+
+    def __init__(self, max_entries: int = 100_000, clock: Callable[[], float] = time.time) -> None:
+        self.max_entries = max_entries
+        self.clock = clock
+        self._entries: dict[tuple[str, str], tuple[Any, float]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, space: str, key: str) -> Any:
+        with self._lock:
+            found = self._entries.get((space, key))
+            return found[0] if found is not None and found[1] > self.clock() else None
+
+    def put(self, space: str, key: str, value: Any, ttl: float) -> None:
+        with self._lock:
+            self._make_room()
+            self._entries[(space, key)] = (value, self.clock() + ttl)
+
+    def add(self, space: str, key: str, value: Any, ttl: float) -> bool:
+        """Store ``value`` unless the key holds an unexpired one; whether it was stored."""
+        with self._lock:
+            found = self._entries.get((space, key))
+            if found is not None and found[1] > self.clock():
+                return False
+            self._make_room()
+            self._entries[(space, key)] = (value, self.clock() + ttl)
+            return True
+
+    def delete(self, space: str, key: str) -> None:
+        with self._lock:
+            self._entries.pop((space, key), None)
+
+    def _make_room(self) -> None:
+        if len(self._entries) < self.max_entries:
+            return
+        now = self.clock()
+        for item in [k for k, (_, expires) in self._entries.items() if expires <= now]:
+            del self._entries[item]
+        while len(self._entries) >= self.max_entries:  # still full: the soonest to expire go first
+            del self._entries[min(self._entries, key=lambda k: self._entries[k][1])]
+
+    def close(self) -> None:
+        pass
+
+
+class SqliteStore:
+    """The store shared by the processes of one instance: one SQLite file in its runtime directory."""
+
+    def __init__(self, path: str, max_entries: int = 100_000, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self.max_entries = max_entries
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._pid = 0
+        self._db: sqlite3.Connection | None = None
+        self._writes = 0
+        self._memory: MemoryStore | None = None  # after a failure: this process keeps things itself
+        self._connect()
+
+    def get(self, space: str, key: str) -> Any:
+        def read(db: sqlite3.Connection) -> Any:
+            row = db.execute("SELECT value FROM entries WHERE space = ? AND key = ? AND expires > ?",
+                             (space, key, self.clock())).fetchone()
+            return json.loads(row[0]) if row else None
+
+        return self._run(read, lambda memory: memory.get(space, key))
+
+    def put(self, space: str, key: str, value: Any, ttl: float) -> None:
+        self._write(lambda db: db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)",
+                                          (space, key, json.dumps(value), self.clock() + ttl)),
+                    lambda memory: memory.put(space, key, value, ttl))
+
+    def add(self, space: str, key: str, value: Any, ttl: float) -> bool:
+        def insert(db: sqlite3.Connection) -> bool:
+            now = self.clock()
+            db.execute("DELETE FROM entries WHERE space = ? AND key = ? AND expires <= ?", (space, key, now))
+            return db.execute("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?)",
+                              (space, key, json.dumps(value), now + ttl)).rowcount == 1
+
+        return bool(self._write(insert, lambda memory: memory.add(space, key, value, ttl)))
+
+    def delete(self, space: str, key: str) -> None:
+        self._write(lambda db: db.execute("DELETE FROM entries WHERE space = ? AND key = ?", (space, key)),
+                    lambda memory: memory.delete(space, key))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None and self._pid == os.getpid():
+                self._db.close()
+            self._db = None
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        """This process's connection (a forked worker opens its own)."""
+        if self._db is None or self._pid != os.getpid():
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            os.close(fd)
+            db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("CREATE TABLE IF NOT EXISTS entries (space TEXT NOT NULL, key TEXT NOT NULL, "
+                       "value TEXT NOT NULL, expires REAL NOT NULL, PRIMARY KEY (space, key))")
+            self._db, self._pid = db, os.getpid()
+        return self._db
+
+    def _write(self, action: Callable[[sqlite3.Connection], Any], instead: Callable[[MemoryStore], Any]) -> Any:
+        def write(db: sqlite3.Connection) -> Any:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                done = action(db)
+                self._writes += 1
+                if self._writes % PURGE_EVERY == 0:
+                    self._sweep(db)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return done
+
+        return self._run(write, instead)
+
+    def _sweep(self, db: sqlite3.Connection) -> None:
+        """Expired entries go; past ``max_entries``, the soonest to expire go too."""
+        db.execute("DELETE FROM entries WHERE expires <= ?", (self.clock(),))
+        (count,) = db.execute("SELECT COUNT(*) FROM entries").fetchone()
+        if count > self.max_entries:
+            db.execute("DELETE FROM entries WHERE rowid IN (SELECT rowid FROM entries ORDER BY expires LIMIT ?)",
+                       (count - self.max_entries,))
+
+    def _run(self, action: Callable[[sqlite3.Connection], Any], instead: Callable[[MemoryStore], Any]) -> Any:
+        with self._lock:
+            if self._memory is None:
+                try:
+                    return action(self._connect())
+                except (sqlite3.Error, OSError, ValueError) as exc:
+                    log.bind(path=self.path, error=str(exc)).warning("store.failed")
+                    self._memory = MemoryStore(self.max_entries, self.clock)
+            memory = self._memory
+        return instead(memory)
+
+
+def open_store(directory: str | None, max_entries: int = 100_000) -> MemoryStore | SqliteStore:
+    """The instance's store in ``directory``; without one (stdio, a single process), memory."""
+    if not directory:
+        return MemoryStore(max_entries)
+    path = os.path.join(directory, FILE_NAME)
+    try:
+        return SqliteStore(path, max_entries)
+    except (sqlite3.Error, OSError) as exc:
+        log.bind(path=path, error=str(exc)).warning("store.unavailable")
+        return MemoryStore(max_entries)

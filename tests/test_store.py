@@ -1,0 +1,89 @@
+"""The instance store: what the workers of one instance agree on, in one SQLite file (or in memory)."""
+
+import multiprocessing
+import os
+import stat
+import time
+
+import pytest
+from loguru import logger
+
+from colabhive_mcp.store import MemoryStore, SqliteStore, open_store
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request, tmp_path):
+    made = MemoryStore(max_entries=50) if request.param == "memory" else SqliteStore(str(tmp_path / "i.db"), 50)
+    yield made
+    made.close()
+
+
+def test_values_come_back_until_they_expire(store):
+    store.put("calls", "k", {"invocation": "inv_1", "state": "running"}, ttl=0.3)
+    assert store.get("calls", "k") == {"invocation": "inv_1", "state": "running"}
+    assert store.get("other", "k") is None and store.get("calls", "nope") is None
+    time.sleep(0.35)
+    assert store.get("calls", "k") is None
+
+
+def test_add_stores_only_what_is_not_there_yet(store):
+    assert store.add("used", "state-1", True, ttl=10) is True
+    assert store.add("used", "state-1", True, ttl=10) is False  # single use
+    store.delete("used", "state-1")
+    assert store.add("used", "state-1", True, ttl=0.1) is True
+    time.sleep(0.15)
+    assert store.add("used", "state-1", True, ttl=10) is True  # an expired entry does not count
+
+
+def test_the_store_stays_within_its_size(store, tmp_path):
+    for i in range(300):
+        store.put("calls", f"k{i}", i, ttl=60 + i)
+    if isinstance(store, SqliteStore):
+        store._sweep(store._connect())  # (normally every PURGE_EVERY writes)
+    kept = [i for i in range(300) if store.get("calls", f"k{i}") is not None]
+    assert len(kept) <= 50 and 299 in kept  # the soonest to expire went first
+
+
+def _writer(path, key):
+    SqliteStore(path).put("shared", key, {"from": os.getpid()}, ttl=60)
+
+
+def test_the_workers_of_an_instance_see_each_others_entries_and_nobody_else_can_read_them(tmp_path):
+    path = str(tmp_path / "instance.db")
+    store = SqliteStore(path)
+    workers = [multiprocessing.get_context("fork").Process(target=_writer, args=(path, f"w{i}")) for i in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(10)
+    assert all(store.get("shared", f"w{i}")["from"] == workers[i].pid for i in range(3))
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+@pytest.fixture
+def warnings():
+    seen = []
+    handler = logger.add(lambda message: seen.append(message.record["message"]), level="WARNING")
+    yield seen
+    logger.remove(handler)
+
+
+def test_a_corrupt_or_missing_store_degrades_to_memory_with_one_warning(tmp_path, warnings):
+    (tmp_path / "instance.db").write_bytes(b"this is not a database" * 100)
+    store = open_store(str(tmp_path))
+    store.put("calls", "k", 1, ttl=10)
+    assert store.get("calls", "k") == 1  # still works, in this process's memory
+    missing = open_store(str(tmp_path / "no" / "such" / "dir"))
+    assert missing.add("x", "y", 1, ttl=1) and missing.get("x", "y") == 1
+    assert warnings == ["store.unavailable", "store.unavailable"]
+    assert isinstance(open_store(None), MemoryStore)  # stdio: one process, memory
+
+
+def test_a_store_that_fails_later_goes_on_in_memory_after_one_warning(tmp_path, warnings):
+    store = SqliteStore(str(tmp_path / "instance.db"))
+    store.put("calls", "before", 1, ttl=10)
+    store._db.close()  # the database goes away under the process
+    for i in range(5):
+        store.put("calls", f"after{i}", i, ttl=10)
+    assert [store.get("calls", f"after{i}") for i in range(5)] == list(range(5))
+    assert warnings == ["store.failed"]
