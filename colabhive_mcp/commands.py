@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from . import __version__, content
 from .config import Config
 from .gateway import KeyRejected
 from .manifest import ManifestError
@@ -94,7 +94,8 @@ def tools(config: Config, client: str, as_json: bool, out: Any = sys.stdout) -> 
 
 def call(config: Config, name: str, arguments: dict[str, Any], client: str, out_dir: Path,
          out: Any = sys.stdout) -> int:
-    """Run one tool as an agent would, with a live progress line; media blocks are saved to files."""
+    """Run one tool as an agent would, with a live progress line, following the continuations its
+    answers name (as a host does) until the result; media blocks are saved to files."""
     server, tenant = Server(config), Tenant(config, config.api_key or "")
 
     def progress(message: dict[str, Any]) -> None:
@@ -104,9 +105,15 @@ def call(config: Config, name: str, arguments: dict[str, Any], client: str, out_
                   flush=True)
 
     try:
-        answer = server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": name, "arguments": arguments, "_meta": {"progressToken": "cli"}}},
-            tenant=tenant, session=_session(server, tenant, client), notify=progress)
+        session, tool, tool_arguments = _session(server, tenant, client), name, arguments
+        while True:
+            answer = server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": tool, "arguments": tool_arguments, "_meta": {"progressToken": "cli"}}},
+                tenant=tenant, session=session, notify=progress)
+            following = ((answer.get("result") or {}).get("_meta") or {}).get(content.CONTINUATION)
+            if following is None:
+                break
+            tool, tool_arguments = following["tool"], following["arguments"]
     finally:
         tenant.close()
     print("\r\033[K", end="", file=sys.stderr)

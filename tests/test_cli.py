@@ -105,6 +105,12 @@ def test_call_runs_a_tool_and_saves_media(sandbox, tmp_path):
     assert cli("call", "echo", "--args", "[1]", sandbox=sandbox).returncode == 2
 
 
+def test_call_follows_the_continuations_past_the_hosts_deadline_to_the_result(sandbox):
+    slow = cli("call", "batch-report", "--args", '{"seconds": 4}', "--host-deadline", "2", sandbox=sandbox)
+    assert slow.returncode == 0 and slow.stdout.strip().startswith("report ready"), slow.stdout + slow.stderr
+    assert len([e for e in sandbox.journal_entries() if e["route"] == "invoke"]) == 1
+
+
 @pytest.mark.parametrize("client", ["claude-desktop", "cursor", "claude-code", "n8n", "vscode"])
 @pytest.mark.parametrize("url", [None, "https://mcp.example.com/mcp"])
 def test_client_config_prints_a_snippet(client, url):
