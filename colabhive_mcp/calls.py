@@ -19,8 +19,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import content, metrics
-from .builtins import DEFAULT_MATCHES, SEARCH_TOOLS, continuation, follow_up_hint, search
+from . import results, metrics
+from .builtin_tools import DEFAULT_MATCHES, SEARCH_TOOLS, continuation, follow_up_hint, search
 from .cancellation import keeps_work
 from .detached import call_key
 from .gateway import GatewayError, KeyRejected
@@ -55,7 +55,7 @@ class ToolCall:
         """The ``CallToolResult`` (``None`` once cancelled). Raises :class:`KeyRejected`."""
         if self.tool.name == SEARCH_TOOLS:
             found = search(self.catalog.exposed, self.arguments["query"], self.arguments.get("limit", DEFAULT_MATCHES))
-            return {"content": [content.text(found)]}
+            return {"content": [results.text(found)]}
         fields: dict[str, Any] = {"tool": self.tool.name, "slug": self.tool.slug, "tenant": self.tenant.key_id}
         metrics.IN_FLIGHT.inc()
         try:
@@ -76,7 +76,7 @@ class ToolCall:
         finally:
             metrics.IN_FLIGHT.dec()
             self._record(fields)
-        return content.fit(result, self.profile.max_text_chars, self.profile.max_image_bytes) if result else result
+        return results.fit(result, self.profile.max_text_chars, self.profile.max_image_bytes) if result else result
 
     # -- how the wait starts --------------------------------------------------------------------
 
@@ -129,16 +129,16 @@ class ToolCall:
         invocation_id = outcome.invocation_id
         if outcome.state == "done":
             self.tenant.calls.finish(self.key, invocation_id)
-            return content.tool_result(outcome.invocation, self.target.name, self.version, self.target.output_check)
+            return results.tool_result(outcome.invocation, self.target.name, self.version, self.target.output_check)
         if outcome.state == "cancelled":
             if invocation_id is not None:
                 self._leave(invocation_id)
             return None
         self._keep(invocation_id)
         if outcome.state == "pending":
-            return content.continuation_result(outcome.invocation, self.target.name, continuation(invocation_id),
+            return results.continuation_result(outcome.invocation, self.target.name, continuation(invocation_id),
                                                checked=self.tool.output_check is not None)
-        return content.unknown_result(self.target.name, invocation_id, "the gateway stopped answering while the "
+        return results.unknown_result(self.target.name, invocation_id, "the gateway stopped answering while the "
                                       "call waited", follow_up_hint(invocation_id))
 
     def _leave(self, invocation_id: str) -> None:
@@ -159,12 +159,12 @@ class ToolCall:
         """The answer to a gateway failure: around existing work, the work is kept and named."""
         name = self.tool.name
         if self.tool.builtin and exc.status == 404:
-            return content.error_result(f"No invocation {self.arguments['invocation_id']!r} is visible to this API key.")
+            return results.error_result(f"No invocation {self.arguments['invocation_id']!r} is visible to this API key.")
         if exc.invocation_id:
             self._keep(exc.invocation_id)
-            return content.unknown_result(name, exc.invocation_id, f"following it failed ({exc.message})",
+            return results.unknown_result(name, exc.invocation_id, f"following it failed ({exc.message})",
                                           follow_up_hint(exc.invocation_id))
-        return content.error_result(content.gateway_failure(name, exc))
+        return results.error_result(results.gateway_failure(name, exc))
 
     def _record(self, fields: dict[str, Any]) -> None:
         took = time.perf_counter() - self.started

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import metrics, shared
+from . import metrics, interning
 from .gateway import Gateway, GatewayError, KeyRejected
 from .logs import log
 
@@ -31,7 +31,7 @@ class Manifest:
     by_slug: dict[str, dict[str, Any]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        pairs = [shared.entry(e) for e in self.entries]
+        pairs = [interning.entry(e) for e in self.entries]
         object.__setattr__(self, "digests", tuple(d for d, _ in pairs))
         object.__setattr__(self, "entries", tuple(e for _, e in pairs))
         object.__setattr__(self, "by_slug", {e["name"]: e for e in self.entries})

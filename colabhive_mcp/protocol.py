@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import __version__, confirm, content, jsonrpc, metrics, profiles, tasks
+from . import __version__, confirm, results, jsonrpc, metrics, profiles, tasks
 from .cancellation import SHUTDOWN, USER, Cancellation, reason_of
 from .config import Config
 from .invocation import ProgressTracker, status_message
@@ -423,7 +423,7 @@ class Server:
         except UnknownTool:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
         if result is None and self.draining:
-            return content.error_result(f"The ColabHive MCP server is restarting: {name!r} was stopped and "
+            return results.error_result(f"The ColabHive MCP server is restarting: {name!r} was stopped and "
                                         "cancelled on ColabHive before it finished. Please try again.")
         return result if result is not None else {"content": []}
 
@@ -444,7 +444,7 @@ class Server:
                     raise JsonRpcError(jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY,
                                        f"Tool {tool.name!r} needs the user's confirmation (elicitation)",
                                        {"requiredCapabilities": {"elicitation": {}}})
-                return content.error_result(
+                return results.error_result(
                     f"Tool {tool.name!r} has side effects and this server runs it only with the user's "
                     "confirmation, which this client cannot ask for (no elicitation capability).")
             form = confirm.elicitation(tool, arguments, request.version)
@@ -482,7 +482,7 @@ class Server:
         try:
             ref, invocation = tasks.start(self.task_ids, request.tenant, tool, arguments)
         except GatewayError as exc:
-            return content.error_result(content.gateway_failure(name, exc))
+            return results.error_result(results.gateway_failure(name, exc))
         fields = tasks.task_fields(ref, invocation)
         log.bind(tool=name, slug=tool.slug, tenant=request.tenant.key_id, invocation_id=ref.invocation_id,
                  era="modern" if request.modern else "legacy").info("mcp.task.created")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from . import content
+from . import results
 from .gateway import GatewayError
 from .invocation import follow, status_message
 from .jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, JsonRpcError
@@ -101,7 +101,7 @@ def fetch(tenant: Tenant, ref: TaskRef) -> dict[str, Any]:
 def outcome(tenant: Tenant, ref: TaskRef, invocation: dict[str, Any], version: str) -> dict[str, Any]:
     """The ``CallToolResult`` of a terminal invocation, as the tool would have answered."""
     tool = tenant.catalog().by_slug.get(ref.slug)
-    return content.tool_result(invocation, ref.tool, version, tool.output_check if tool else None)
+    return results.tool_result(invocation, ref.tool, version, tool.output_check if tool else None)
 
 
 def wait(tenant: Tenant, ref: TaskRef, cancelled: threading.Event) -> dict[str, Any] | None:
@@ -112,7 +112,7 @@ def wait(tenant: Tenant, ref: TaskRef, cancelled: threading.Event) -> dict[str, 
         outcome = follow(tenant.gateway, invocation, cancelled=cancelled, max_wait=RESULT_WAIT_S,
                          backoff=tenant.backoff)  # a cancelled wait leaves the task running: only tasks/cancel stops it
     except GatewayError as exc:
-        return {"status": "failed", "error": content.gateway_failure(ref.tool, exc)}
+        return {"status": "failed", "error": results.gateway_failure(ref.tool, exc)}
     return outcome.invocation if outcome.state == "done" else None
 
 

@@ -11,9 +11,9 @@ import time
 from collections import deque
 from typing import Any, Callable
 
-from . import content, metrics
+from . import results, metrics
 from .config import Config
-from .builtins import ENTRIES as BUILTINS
+from .builtin_tools import ENTRIES as BUILTINS
 from .calls import ToolCall
 from .detached import DetachedCalls
 from .gateway import Gateway, KeyRejected
@@ -96,19 +96,19 @@ class Tenant:
         try:
             catalog = self.catalog(profile)
         except ManifestError as exc:
-            return content.error_result(f"The ColabHive tool list is unavailable: {exc}")
+            return results.error_result(f"The ColabHive tool list is unavailable: {exc}")
         tool = catalog.by_name.get(name)
         if tool is None:
             raise UnknownTool(name)
         refusal = tool.refusal or (narrow.refusal(tool.entry, tool.builtin) if narrow is not None else None)
         if refusal is not None:
-            return content.error_result(f"Tool {name!r} is not available on this server: {refusal}.")
+            return results.error_result(f"Tool {name!r} is not available on this server: {refusal}.")
         declared = (tool.entry.get("inputSchema") or {}).get("properties") or {}
         for key in profile.drop_arguments:
             if key in arguments and key not in declared:
                 del arguments[key]
         problem = tool.argument_errors(arguments)
-        return content.error_result(problem) if problem is not None else (catalog, tool)
+        return results.error_result(problem) if problem is not None else (catalog, tool)
 
     def call_tool(self, name: str, arguments: dict[str, Any], *, version: str, cancelled: threading.Event,
                   on_update: Callable[[dict[str, Any]], None] | None = None,
@@ -132,7 +132,7 @@ class Tenant:
         refused = self._admit()
         if refused is not None:
             metrics.ERRORS.labels("tenant_limit").inc()
-            return content.error_result(refused)
+            return results.error_result(refused)
         try:
             return ToolCall(self, catalog, tool, arguments, version=version, cancelled=cancelled, on_update=on_update,
                             profile=profile, deadline=deadline,

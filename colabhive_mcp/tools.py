@@ -14,7 +14,7 @@ from typing import Any
 
 from .manifest import Manifest
 from .policy import Policy, side_effects
-from . import shared
+from . import interning
 from .jsonrpc import EncodedList
 from .profiles import Profile
 from .schemas import Check, portable
@@ -173,7 +173,7 @@ class Catalog:
                           digest)
         self.by_slug = {t.slug: t for t in self.by_name.values()}
         for entry in self.builtins:
-            digest = shared.digest(entry)
+            digest = interning.digest(entry)
             self._add(Tool(entry["name"], entry, self._definition(digest, entry, entry["name"]),
                            self.policy.refusal(entry, builtin=True), builtin=True), digest)
         self.exposed = sorted((t for t in self.by_name.values() if t.refusal is None), key=lambda t: t.name)
@@ -186,7 +186,7 @@ class Catalog:
     def _definition(self, digest: str, entry: dict[str, Any], name: str) -> dict[str, Any]:
         """Built once per process for an entry, name and strictness, whichever tenant asks."""
         strict = self.profile.strict_schemas
-        return shared.built((digest, name, strict), lambda: build_definition(entry, name, strict))
+        return interning.built((digest, name, strict), lambda: build_definition(entry, name, strict))
 
     def _shown(self) -> list[Tool]:
         """What ``tools/list`` shows: everything, or — past the profile's cap — the built-ins
@@ -205,7 +205,7 @@ class Catalog:
         if listing is None:
             fields = TOOL_FIELDS[version]
             strict = self.profile.strict_schemas
-            listing = EncodedList([shared.built((self._digests[t.name], t.name, strict, version),
+            listing = EncodedList([interning.built((self._digests[t.name], t.name, strict, version),
                                                 lambda t=t: {k: t.definition[k] for k in fields if k in t.definition})
                                    for t in self.shown])
             self._listings[version] = listing  # a racing thread builds the same list: harmless

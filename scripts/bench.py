@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from colabhive_mcp import jsonrpc, logs  # noqa: E402
 from colabhive_mcp.config import Config  # noqa: E402
-from colabhive_mcp.demo import StdioPeer  # noqa: E402
+from colabhive_mcp.cli.demo import StdioPeer  # noqa: E402
 from colabhive_mcp.protocol import Server, Session  # noqa: E402
 from colabhive_mcp.sandbox import API_PREFIX, DEMO_KEY  # noqa: E402
 from colabhive_mcp.tenant import Tenant  # noqa: E402

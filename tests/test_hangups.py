@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from colabhive_mcp.transports.hangups import HangupWatch, peer_closed
+from colabhive_mcp.transports.http.hangups import HangupWatch, peer_closed
 
 
 def wait_for(condition, seconds=10.0):

@@ -8,7 +8,7 @@ import time
 import pytest
 import requests
 
-from colabhive_mcp.demo import StdioPeer
+from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 
 from .http_server import HttpServer

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from colabhive_mcp.demo import StdioPeer
+from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 
 from .test_stdio import server_env

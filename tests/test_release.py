@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 from colabhive_mcp import __version__
-from colabhive_mcp.demo import StdioPeer
+from colabhive_mcp.cli.demo import StdioPeer
 
 from .test_stdio import server_env
 

@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from colabhive_mcp import __version__
-from colabhive_mcp.cli import build_parser, resolve
+from colabhive_mcp.cli.main import build_parser, resolve
 from colabhive_mcp.config import ConfigError, load
-from colabhive_mcp.demo import StdioPeer
+from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 
 from .test_stdio import server_env

@@ -15,7 +15,7 @@ import uuid
 import pytest
 from hypothesis import given, strategies as st
 
-from colabhive_mcp.demo import StdioPeer
+from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 
 from .fuzzing import (CAPS_KEY, FUZZ, LEGACY, MODERN, VERSION_KEY, check_answer, header_safe, json_values,

@@ -2,7 +2,7 @@
 
 ``create_app()`` is the gunicorn entry point. The app is stateless across requests: the
 tenant comes from each request's key (or the configured key in single-tenant mode), and a
-legacy session id is a signed token any worker can verify (:mod:`colabhive_mcp.sessions`).
+legacy session id is a signed token any worker can verify (:mod:`colabhive_mcp.transports.http.sessions`).
 
 Routes: ``/mcp`` (POST, GET, DELETE), ``/sse`` + ``/messages`` (2024-11-05), and for operators
 ``/healthz``, ``/readyz``, ``/metrics`` and ``POST /refresh``.
@@ -29,22 +29,22 @@ from cachetools import TTLCache
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Request, Response
 
-from .. import __version__, jsonrpc, metrics
-from ..config import Config, ConfigError, load
-from ..jsonrpc import JsonRpcError
-from ..logs import configure, key_id, log
-from ..manifest import ManifestError
-from ..policy import Policy
-from ..pool import TenantPool
-from ..cancellation import Cancellation, reason_of
-from ..detached import DetachedCalls
-from ..gateway import KeyRejected
-from ..protocol import LEGACY_VERSIONS, META_VERSION, Server, Session, key_rejected
-from ..serving import RELAY_DIR
-from ..sessions import SessionCodec
-from ..store import open_store
-from ..signing import key_binding
-from ..tenant import Tenant
+from ... import __version__, jsonrpc, metrics
+from ...cancellation import Cancellation, reason_of
+from ...config import Config, ConfigError, load
+from ...detached import DetachedCalls
+from ...gateway import KeyRejected
+from ...jsonrpc import JsonRpcError
+from ...logs import configure, key_id, log
+from ...manifest import ManifestError
+from ...policy import Policy
+from ...pool import TenantPool
+from ...protocol import LEGACY_VERSIONS, META_VERSION, Server, Session, key_rejected
+from ...signing import key_binding
+from ...store import open_store
+from ...tenant import Tenant
+from .hosting import RELAY_DIR
+from .sessions import SessionCodec
 from .events import EventStore, StreamLog
 from .hangups import HangupWatch, peer_closed
 from .relay import CancelRelay

@@ -15,8 +15,8 @@ import tempfile
 import threading
 from typing import Any
 
-from .config import Config, environment
-from .logs import log
+from ...config import Config, environment
+from ...logs import log
 
 SECRET_ENV = "COLABHIVE_SESSION_SECRET"
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -132,7 +132,7 @@ def run_gunicorn(config: Config) -> None:
                 self.cfg.set(name, value)
 
         def load(self) -> Any:
-            from .transports.http import create_app
+            from .app import create_app
 
             return create_app()
 
@@ -146,7 +146,7 @@ def run_debug(config: Config) -> None:
     """One process, Werkzeug's threaded server: ``breakpoint()`` works anywhere."""
     from werkzeug.serving import run_simple
 
-    from .transports.http import McpApp
+    from .app import McpApp
 
     host, _, port = config.bind.rpartition(":")
     run_simple(host.strip("[]"), int(port), McpApp(share_session_secret(config)), threaded=True)

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Iterator
 
-from ..cancellation import Cancellation
+from ...cancellation import Cancellation
 
 READABLE = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
 

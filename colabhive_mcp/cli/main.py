@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from . import __version__, logs, upgrade
-from .config import SETTINGS, Config, ConfigError, Resolved, load
+from .. import __version__, logs, upgrade
+from ..config import SETTINGS, Config, ConfigError, Resolved, load
 
 CLIENTS = ("claude-desktop", "cursor", "claude-code", "n8n", "vscode")
 COMMANDS = ("stdio", "serve", "check", "tools", "call", "client-config", "config", "sandbox", "demo")
@@ -154,7 +154,7 @@ def gateway_config(args: argparse.Namespace, *, demo_key: bool) -> Iterator[Conf
     if not args.sandbox:
         yield config
         return
-    from .sandbox import DEMO_KEY, Sandbox
+    from ..sandbox import DEMO_KEY, Sandbox
 
     with Sandbox() as sandbox:
         logs.log.bind(url=sandbox.url).info("sandbox.started")
@@ -162,9 +162,9 @@ def gateway_config(args: argparse.Namespace, *, demo_key: bool) -> Iterator[Conf
 
 
 def run_stdio(args: argparse.Namespace) -> int:
-    from .protocol import Server
-    from .tenant import Tenant
-    from .transports import stdio
+    from ..protocol import Server
+    from ..tenant import Tenant
+    from ..transports import stdio
 
     with gateway_config(args, demo_key=True) as config:
         if not config.api_key:
@@ -176,16 +176,16 @@ def run_stdio(args: argparse.Namespace) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from . import serving
+    from ..transports.http import hosting
 
-    serving.prepare_metrics_dir()  # before anything imports prometheus_client
-    from .transports.http import check_config
+    hosting.prepare_metrics_dir()  # before anything imports prometheus_client
+    from ..transports.http.app import check_config
 
     with gateway_config(args, demo_key=bool(args.single_tenant)) as config:
         check_config(config)
         logs.log.bind(bind=config.bind, gateway=config.api_url, single_tenant=config.single_tenant,
                       workers=1 if args.debug else config.http_workers).info("http.starting")
-        (serving.run_debug if args.debug else serving.run_gunicorn)(config)
+        (hosting.run_debug if args.debug else hosting.run_gunicorn)(config)
     return 0
 
 
@@ -234,7 +234,7 @@ def run_config(args: argparse.Namespace) -> int:
 
 
 def run_sandbox(args: argparse.Namespace) -> int:
-    from .sandbox import serve
+    from ..sandbox import serve
 
     serve(host=args.host, port=args.port, quiet=args.quiet, cold_start_s=args.cold_start, page_size=args.page_size,
           conformance_tools=args.conformance_tools)

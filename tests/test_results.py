@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from colabhive_mcp.content import failure_message, for_version, tool_result
+from colabhive_mcp.results import failure_message, for_version, tool_result
 from colabhive_mcp.schemas import Check
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
@@ -69,7 +69,7 @@ def test_other_json_falls_back_to_text_and_structured_content_needs_a_matching_s
 
 
 def test_results_are_fitted_to_the_client_budget():
-    from colabhive_mcp.content import fit
+    from colabhive_mcp.results import fit
 
     big = {"content": [{"type": "text", "text": "z" * 500}, {"type": "image", "data": "A" * 4000, "mimeType": "image/png"},
                        {"type": "image", "data": "A" * 40, "mimeType": "image/png"}]}

@@ -11,8 +11,8 @@ import secrets
 import time
 from typing import Callable
 
-from .protocol import Session
-from .signing import Signer, key_binding
+from ...protocol import Session
+from ...signing import Signer, key_binding
 
 
 class SessionCodec:

@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import __version__, content
-from .config import Config
-from .gateway import KeyRejected
-from .manifest import ManifestError
-from .profiles import for_client
-from .protocol import LEGACY_VERSIONS, Server, Session
-from .tenant import Tenant
+from .. import __version__, results
+from ..config import Config
+from ..gateway import KeyRejected
+from ..manifest import ManifestError
+from ..profiles import for_client
+from ..protocol import LEGACY_VERSIONS, Server, Session
+from ..tenant import Tenant
 
 # exit codes of `check`
 OK, NO_KEY, UNREACHABLE, KEY_REJECTED, NO_TOOLS = 0, 3, 4, 5, 6
@@ -110,7 +110,7 @@ def call(config: Config, name: str, arguments: dict[str, Any], client: str, out_
             answer = server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
                 "name": tool, "arguments": tool_arguments, "_meta": {"progressToken": "cli"}}},
                 tenant=tenant, session=session, notify=progress)
-            following = ((answer.get("result") or {}).get("_meta") or {}).get(content.CONTINUATION)
+            following = ((answer.get("result") or {}).get("_meta") or {}).get(results.CONTINUATION)
             if following is None:
                 break
             tool, tool_arguments = following["tool"], following["arguments"]
