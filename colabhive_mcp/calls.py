@@ -23,7 +23,8 @@ from . import results, metrics
 from .builtin_tools import DEFAULT_MATCHES, SEARCH_TOOLS, continuation, follow_up_hint, search
 from .cancellation import keeps_work
 from .detached import call_key
-from .gateway import GatewayError, KeyRejected
+from .gateway import GatewayError
+from .keys import KeyRejected
 from .invocation import Outcome, cancel_upstream, follow, run
 from .logs import log
 from .profiles import Profile

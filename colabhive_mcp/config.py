@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from . import upgrade
-from .logs import key_id
+from .keys import ApiKey
 from .parsers import API_PREFIX, bind, boolean, choice, number, seconds_by_name, secret, text, url, words
 
 DEFAULT_API_URL = "https://api.colabhive.com"
@@ -245,7 +245,7 @@ class Resolved:
         for f in SETTINGS:
             value = getattr(self.config, f.name)
             if f.metadata["secret"] and value:
-                shown = f"(set; sha256 {key_id(value)})"  # no part of a secret
+                shown = f"(set; sha256 {ApiKey.of(value).log_id})"  # no part of a secret
             elif isinstance(value, tuple):
                 shown = ",".join(v if isinstance(v, str) else f"{v[0]}={v[1]:g}" for v in value) or "(none)"
             else:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from . import __version__, metrics
-from .logs import key_id, log, redact
+from .keys import ApiKey, KeyRejected
+from .logs import log, redact
 
 RETRY_STATUSES = frozenset({502, 503, 504})
 TERMINAL = frozenset({"succeeded", "completed", "failed", "cancelled"})
@@ -46,18 +47,6 @@ class GatewayError(Exception):
         return self.status is None or self.garbled or self.status == 429 or self.status >= 500
 
 
-class KeyRejected(Exception):
-    """The gateway refused the API key itself (401, or 403 on the manifest): nothing this key asks
-    for can work until the key is fixed. Deliberately not a :class:`GatewayError`, so no handler of
-    ordinary failures turns it into a retry, a stale copy or a tool error."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(f"the ColabHive gateway rejected the API key ({status} {detail})")
-        self.status = status
-        self.detail = detail
-        self.message = str(self)
-
-
 @dataclass(frozen=True)
 class ManifestDocument:
     """All pages of a manifest as fetched: the entries, the ETag and the bytes read."""
@@ -70,16 +59,16 @@ class ManifestDocument:
 class Gateway:
     """A client of one Builder Gateway for one API key."""
 
-    def __init__(self, base_url: str, api_key: str, *, account_id: str | None = None,
+    def __init__(self, base_url: str, key: ApiKey, *, account_id: str | None = None,
                  timeout: float = 30.0, retries: int = 3, backoff: float = 0.2,
                  session: requests.Session | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self.key_id = key_id(api_key)
+        self.key_id = key.log_id
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         self.headers = {
-            "X-API-Key": api_key,
+            "X-API-Key": key.secret,
             "User-Agent": f"colabhive-mcp/{__version__}",
             "Accept": "application/json",
             "Accept-Encoding": "gzip",

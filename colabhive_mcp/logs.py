@@ -6,7 +6,6 @@ fields are bound extras. JSON lines by default; readable text when stderr is a t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import sys
@@ -19,11 +18,6 @@ from loguru import logger
 log = logger
 
 _SECRET = re.compile(r"(hive_[A-Za-z0-9_\-]{4,})|((?i:bearer)\s+[A-Za-z0-9._~+/=\-]{4,})")
-
-
-def key_id(api_key: str) -> str:
-    """A short, stable, non-reversible id for an API key (what logs and metrics may show)."""
-    return hashlib.sha256(api_key.encode("utf-8")).hexdigest()[:12]
 
 
 def redact(text: str) -> str:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import metrics, interning
-from .gateway import Gateway, GatewayError, KeyRejected
+from .gateway import Gateway, GatewayError
+from .keys import KeyRejected
 from .logs import log
 
 RETRY_AFTER_FAILURE_S = 5.0

@@ -10,7 +10,6 @@ closed only once it is both evicted and no longer used.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import threading
 import time
 from typing import Callable, Iterator
@@ -19,7 +18,7 @@ from cachetools import LRUCache
 
 from . import metrics
 from .config import Config
-from .gateway import KeyRejected
+from .keys import ApiKey, KeyRejected
 from .logs import log
 from .store import MemoryStore, SqliteStore
 from .tenant import Tenant
@@ -62,7 +61,7 @@ class TenantPool:
     """Tenants by SHA-256 of their key; at most ``size`` resident."""
 
     def __init__(self, config: Config, size: int | None = None,
-                 factory: Callable[[Config, str], Tenant] = Tenant, store: MemoryStore | SqliteStore | None = None) -> None:
+                 factory: Callable[[Config, ApiKey], Tenant] = Tenant, store: MemoryStore | SqliteStore | None = None) -> None:
         """``store``: where rejected keys are remembered (the instance's, so every worker knows)."""
         self.config = config
         self.factory = factory
@@ -76,11 +75,11 @@ class TenantPool:
             return len(self._slots)
 
     @contextlib.contextmanager
-    def tenant(self, api_key: str) -> Iterator[Tenant]:
+    def tenant(self, key: ApiKey) -> Iterator[Tenant]:
         """The key's tenant, held for the duration of the ``with`` block. Raises
         :class:`KeyRejected` for a key the gateway refused (now, or a short while ago)."""
-        digest = hashlib.sha256(api_key.encode("utf-8")).hexdigest()
-        slot = self._take(digest, api_key)
+        digest = key.digest
+        slot = self._take(digest, key)
         try:
             yield slot.tenant
         finally:
@@ -102,7 +101,7 @@ class TenantPool:
             slot.evicted = True
             metrics.TENANTS.set(len(self._slots))
 
-    def _take(self, digest: str, api_key: str) -> _Slot:
+    def _take(self, digest: str, key: ApiKey) -> _Slot:
         """The resident slot (one more user), or a new one once the gateway accepts the key. The
         instance's rejected keys are looked at for a new key, and at most every ``RECHECK_S`` for a
         resident one (another worker may have seen its key rejected)."""
@@ -135,9 +134,9 @@ class TenantPool:
             admission.done.wait()
             if admission.rejected is not None:
                 raise admission.rejected
-            return self._take(digest, api_key)  # admitted (or evicted since): look again
+            return self._take(digest, key)  # admitted (or evicted since): look again
         try:
-            admission.slot = self._admit(api_key)
+            admission.slot = self._admit(key)
         except KeyRejected as exc:
             admission.rejected = exc
             self._remember(digest, exc)
@@ -158,8 +157,8 @@ class TenantPool:
             self.store.put(REJECTED, digest, {"status": rejected.status, "detail": rejected.detail},
                            self.config.rejected_key_ttl)
 
-    def _admit(self, api_key: str) -> _Slot:
-        tenant = self.factory(self.config, api_key)
+    def _admit(self, key: ApiKey) -> _Slot:
+        tenant = self.factory(self.config, key)
         try:
             tenant.verify()
         except KeyRejected:

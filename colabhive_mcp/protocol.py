@@ -26,7 +26,8 @@ from .invocation import ProgressTracker, status_message
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
 from .logs import log, logger
 from .manifest import ManifestError
-from .gateway import GatewayError, KeyRejected, is_terminal
+from .gateway import GatewayError, is_terminal
+from .keys import KeyRejected
 from .tenant import Tenant, UnknownTool
 from .policy import Policy
 from .profiles import UNKNOWN, Profile

@@ -46,10 +46,6 @@ class Signer:
         return hmac.new(self._secret, body.encode(), hashlib.sha256).digest()
 
 
-def key_binding(api_key: str) -> str:
-    """What a token stores about the key it belongs to: 128 bits of its SHA-256, never the key."""
-    return hashlib.sha256(api_key.encode("utf-8")).hexdigest()[:32]
-
 
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")

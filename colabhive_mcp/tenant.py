@@ -16,13 +16,12 @@ from .config import Config
 from .builtin_tools import ENTRIES as BUILTINS
 from .calls import ToolCall
 from .detached import DetachedCalls
-from .gateway import Gateway, KeyRejected
+from .gateway import Gateway
+from .keys import ApiKey, KeyRejected
 from .invocation import Backoff
-from .logs import key_id
 from .manifest import ManifestCache, ManifestError, load_snapshot
 from .policy import Policy
 from .profiles import UNKNOWN, Profile
-from .signing import key_binding
 from .store import MemoryStore
 from .tools import Catalog, Tool
 
@@ -34,14 +33,15 @@ class UnknownTool(LookupError):
 class Tenant:
     """Everything one API key needs; safe to use from many threads at once."""
 
-    def __init__(self, config: Config, api_key: str, calls: DetachedCalls | None = None) -> None:
+    def __init__(self, config: Config, api_key: ApiKey | str, calls: DetachedCalls | None = None) -> None:
         """``calls``: where calls cut off by their host are kept (shared by the process's tenants;
         by default, this tenant's own, in memory)."""
+        key = api_key if isinstance(api_key, ApiKey) else ApiKey.of(api_key)
         self.config = config
         self.calls = calls or DetachedCalls(MemoryStore(), config.host_timeout_grace)
-        self.key_id = key_id(api_key)
-        self.binding = key_binding(api_key)  # what tokens bound to this key carry
-        self.gateway = Gateway(config.api_url, api_key, account_id=config.account_id,
+        self.key_id = key.log_id
+        self.binding = key.binding  # what tokens bound to this key carry
+        self.gateway = Gateway(config.api_url, key, account_id=config.account_id,
                                timeout=config.request_timeout, retries=config.retries)
         snapshot = load_snapshot(config.manifest_snapshot) if config.manifest_snapshot else None
         self.manifest = ManifestCache(self.gateway, ttl=config.manifest_ttl, pin=config.manifest_pin,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pytest
 
 from colabhive_mcp.invocation import MAX_POLL_FAILURES
-from colabhive_mcp.logs import key_id
+from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B, Sandbox
 from colabhive_mcp.sandbox.contract import fingerprint
 
@@ -481,7 +481,7 @@ def test_a_failing_manifest_route_serves_the_cached_copy_and_logs_it(revalidatin
     assert called.kind == "ok" and INSTANT[2] in called.text and called.seconds < INVOKE_BOUND, called.body
     # ... and the staleness is logged, with what went wrong and without the key
     assert until(lambda: server.events_since(mark, "manifest.stale"))
-    stale = [e for e in server.events_since(mark, "manifest.stale") if e.get("tenant") == key_id(DEMO_KEY)]
+    stale = [e for e in server.events_since(mark, "manifest.stale") if e.get("tenant") == ApiKey.of(DEMO_KEY).log_id]
     assert stale and all(error in e["error"] and e["etag"] for e in stale), stale
     settle(sandbox, rules)
     sandbox.faults.clear()

@@ -8,7 +8,8 @@ import requests
 import responses
 from responses import matchers
 
-from colabhive_mcp.gateway import KeyRejected, Gateway, GatewayError
+from colabhive_mcp.gateway import Gateway, GatewayError
+from colabhive_mcp.keys import ApiKey, KeyRejected
 
 BASE = "https://gw.test/api/builder/v1"
 KEY = "hive_unit_test_key"
@@ -16,7 +17,7 @@ KEY = "hive_unit_test_key"
 
 @pytest.fixture
 def gateway():
-    return Gateway(BASE, KEY, account_id="acct_1", timeout=5, retries=2, backoff=0.001)
+    return Gateway(BASE, ApiKey.of(KEY), account_id="acct_1", timeout=5, retries=2, backoff=0.001)
 
 
 def invocation(status="succeeded", **extra):
@@ -232,7 +233,7 @@ def test_a_proxy_from_the_environment_is_used_unless_no_proxy_names_the_host(gat
     behind_proxy = "http://gateway.invalid" + API_PREFIX
     monkeypatch.setenv("HTTP_PROXY", gateway_sandbox.root_url)
     monkeypatch.delenv("NO_PROXY", raising=False)
-    assert Gateway(behind_proxy, DEMO_KEY, retries=0).fetch_manifest().entries
+    assert Gateway(behind_proxy, ApiKey.of(DEMO_KEY), retries=0).fetch_manifest().entries
     monkeypatch.setenv("NO_PROXY", "gateway.invalid")
     with pytest.raises(GatewayError, match="cannot reach"):
-        Gateway(behind_proxy, DEMO_KEY, retries=0).fetch_manifest()
+        Gateway(behind_proxy, ApiKey.of(DEMO_KEY), retries=0).fetch_manifest()

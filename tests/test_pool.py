@@ -6,7 +6,7 @@ import time
 import pytest
 
 from colabhive_mcp.config import Config
-from colabhive_mcp.gateway import KeyRejected
+from colabhive_mcp.keys import ApiKey, KeyRejected
 from colabhive_mcp.pool import TenantPool
 
 
@@ -15,9 +15,9 @@ class FakeTenant:
 
     verified: list = []
 
-    def __init__(self, config, api_key):
-        self.api_key = api_key
-        self.key_id = api_key[-4:]
+    def __init__(self, config, key):
+        self.api_key = key.secret
+        self.key_id = key.log_id
         self.closed = False
         self.rejection = None
 
@@ -34,13 +34,13 @@ class FakeTenant:
 
 def test_one_tenant_per_key_and_least_recently_used_eviction():
     pool = TenantPool(Config(pool_size=2), factory=FakeTenant)
-    with pool.tenant("key-a") as a1:
+    with pool.tenant(ApiKey.of("key-a")) as a1:
         pass
-    with pool.tenant("key-a") as a2, pool.tenant("key-b") as b:
+    with pool.tenant(ApiKey.of("key-a")) as a2, pool.tenant(ApiKey.of("key-b")) as b:
         assert a1 is a2 and a1 is not b and b.api_key == "key-b"
-    with pool.tenant("key-a"):
+    with pool.tenant(ApiKey.of("key-a")):
         pass  # a is now the most recent
-    with pool.tenant("key-c"):
+    with pool.tenant(ApiKey.of("key-c")):
         pass
     assert len(pool) == 2 and b.closed and not a1.closed
 
@@ -51,7 +51,7 @@ def test_an_evicted_tenant_in_use_is_closed_only_when_its_call_ends():
     seen = []
 
     def long_call():
-        with pool.tenant("key-a") as tenant:
+        with pool.tenant(ApiKey.of("key-a")) as tenant:
             seen.append(tenant)
             started.set()
             release.wait(5)
@@ -60,13 +60,13 @@ def test_an_evicted_tenant_in_use_is_closed_only_when_its_call_ends():
     worker = threading.Thread(target=long_call)
     worker.start()
     started.wait(5)
-    with pool.tenant("key-b"):
+    with pool.tenant(ApiKey.of("key-b")):
         pass  # evicts key-a while its call is in flight
     assert not seen[0].closed
     release.set()
     worker.join(5)
     assert seen[0].closed
-    with pool.tenant("key-a") as again:
+    with pool.tenant(ApiKey.of("key-a")) as again:
         assert again is not seen[0]  # rebuilt from the key
 
 
@@ -74,7 +74,7 @@ def test_close_evicts_everything():
     pool = TenantPool(Config(pool_size=4), factory=FakeTenant)
     tenants = []
     for key in ("k1", "k2"):
-        with pool.tenant(key) as tenant:
+        with pool.tenant(ApiKey.of(key)) as tenant:
             tenants.append(tenant)
     pool.close()
     assert len(pool) == 0 and all(t.closed for t in tenants)
@@ -83,14 +83,14 @@ def test_close_evicts_everything():
 def test_a_rejected_key_never_enters_the_pool_and_is_refused_from_memory():
     FakeTenant.verified = []
     pool = TenantPool(Config(pool_size=1, rejected_key_ttl=30), factory=FakeTenant)
-    with pool.tenant("key-good") as good:
+    with pool.tenant(ApiKey.of("key-good")) as good:
         pass
     for _ in range(5):
         with pytest.raises(KeyRejected):
-            with pool.tenant("bad-key"):
+            with pool.tenant(ApiKey.of("bad-key")):
                 pass
     assert FakeTenant.verified == ["key-good", "bad-key"]  # the gateway was asked once
-    with pool.tenant("key-good") as again:
+    with pool.tenant(ApiKey.of("key-good")) as again:
         assert again is good and not good.closed  # the junk key evicted nobody
 
 
@@ -101,7 +101,7 @@ def test_concurrent_first_requests_of_a_new_key_ask_the_gateway_once():
 
     def use(key):
         try:
-            with pool.tenant(key) as tenant:
+            with pool.tenant(ApiKey.of(key)) as tenant:
                 seen.append(tenant)
         except KeyRejected as exc:
             errors.append(exc)
@@ -118,10 +118,10 @@ def test_concurrent_first_requests_of_a_new_key_ask_the_gateway_once():
 def test_a_key_rejected_later_is_dropped_and_remembered():
     FakeTenant.verified = []
     pool = TenantPool(Config(pool_size=4, rejected_key_ttl=30), factory=FakeTenant)
-    with pool.tenant("key-revoked") as tenant:
+    with pool.tenant(ApiKey.of("key-revoked")) as tenant:
         tenant.rejection = KeyRejected(401, "revoked")  # a call of this request got a 401
     assert tenant.closed and len(pool) == 0
     with pytest.raises(KeyRejected):
-        with pool.tenant("key-revoked"):
+        with pool.tenant(ApiKey.of("key-revoked")):
             pass
     assert FakeTenant.verified == ["key-revoked"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import __version__, results
 from ..config import Config
-from ..gateway import KeyRejected
+from ..keys import KeyRejected
 from ..manifest import ManifestError
 from ..profiles import for_client
 from ..protocol import LEGACY_VERSIONS, Server, Session

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 from .. import jsonrpc
 from ..jsonrpc import JsonRpcError
 from ..logs import log
-from ..gateway import KeyRejected
+from ..keys import KeyRejected
 from ..protocol import Server, Session, key_rejected
 from ..tenant import Tenant
 

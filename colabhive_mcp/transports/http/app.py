@@ -33,14 +33,13 @@ from ... import __version__, jsonrpc, metrics
 from ...cancellation import Cancellation, reason_of
 from ...config import Config, ConfigError, load
 from ...detached import DetachedCalls
-from ...gateway import KeyRejected
+from ...keys import ApiKey, KeyRejected
 from ...jsonrpc import JsonRpcError
-from ...logs import configure, key_id, log
+from ...logs import configure, log
 from ...manifest import ManifestError
 from ...policy import Policy
 from ...pool import TenantPool
 from ...protocol import LEGACY_VERSIONS, META_VERSION, Server, Session, key_rejected
-from ...signing import key_binding
 from ...store import open_store
 from ...tenant import Tenant
 from .hosting import RELAY_DIR
@@ -88,7 +87,9 @@ class McpApp:
         self.core = Server(config, list_changed=resumable)  # announced on the GET stream, which needs affinity
         self.store = open_store(config.runtime_dir)  # shared by the workers of this instance
         self.calls = DetachedCalls(self.store, config.host_timeout_grace)
-        self.single = Tenant(config, config.api_key, self.calls) if config.single_tenant and config.api_key else None
+        self.single = Tenant(config, ApiKey.of(config.api_key), self.calls) \
+            if config.single_tenant and config.api_key else None
+        self.single_key = ApiKey.of(config.api_key or "")
         self.pool = None if config.single_tenant else TenantPool(
             config, factory=lambda c, api_key: Tenant(c, api_key, self.calls), store=self.store)
         self.sessions = SessionCodec(config.session_secret or secrets.token_hex(32), config.session_max_age)
@@ -215,19 +216,19 @@ class McpApp:
             response.headers["Access-Control-Expose-Headers"] = "Mcp-Session-Id"
             response.headers["Vary"] = "Origin"
 
-    def _api_key(self, request: Request) -> str:
+    def _api_key(self, request: Request) -> ApiKey:
         """The tenant's key: the configured one in single-tenant mode, else the request's."""
         if self.single is not None:
-            return self.config.api_key or ""
+            return self.single_key
         auth = request.headers.get("Authorization", "")
         key = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("X-API-Key", "").strip()
         if not key:
             raise HttpError(401, jsonrpc.INVALID_REQUEST, "Authentication required: send your ColabHive API key "
                             "as 'Authorization: Bearer <key>' or 'X-API-Key'", {"WWW-Authenticate": "Bearer"})
-        return key
+        return ApiKey.of(key)  # made once, here: the secret and what is derived from it
 
     @contextlib.contextmanager
-    def _tenant(self, api_key: str) -> Iterator[Tenant]:
+    def _tenant(self, api_key: ApiKey) -> Iterator[Tenant]:
         """The key's tenant, once the gateway has accepted the key: a rejected one is a 401 here."""
         try:
             if self.single is not None:
@@ -314,7 +315,7 @@ class McpApp:
         """Whether a tool call may send the client a request (confirmation): it needs an SSE answer."""
         return self.config.confirm_side_effects != "off" and "elicitation" in session.capabilities
 
-    def _restore_session(self, request: Request, api_key: str) -> Session:
+    def _restore_session(self, request: Request, api_key: ApiKey) -> Session:
         token = request.headers.get("Mcp-Session-Id")
         if not token:
             raise HttpError(400, jsonrpc.INVALID_REQUEST, "Missing Mcp-Session-Id: send initialize first")
@@ -476,10 +477,10 @@ class McpApp:
         api_key = self._api_key(request)
         with self._tenant(api_key):
             pass  # a stream opens only for a key the gateway accepts
-        sse_session = _LegacySseSession(self.sessions.new_session("sse"), key_binding(api_key))
+        sse_session = _LegacySseSession(self.sessions.new_session("sse"), api_key.binding)
         with self._lock:
             self._sse_sessions[sse_session.session.id] = sse_session
-        log.bind(session=sse_session.session.id, tenant=key_id(api_key), transport="sse").info("http.session.issued")
+        log.bind(session=sse_session.session.id, tenant=api_key.log_id, transport="sse").info("http.session.issued")
 
         def generate(sock: socket.socket | None) -> Iterator[bytes]:
             try:
@@ -501,7 +502,7 @@ class McpApp:
             raise HttpError(400, jsonrpc.INVALID_REQUEST, "Missing session_id")
         with self._lock:
             sse_session = self._sse_sessions.get(session_id)
-        if sse_session is None or sse_session.key != key_binding(api_key):
+        if sse_session is None or sse_session.key != api_key.binding:
             raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown session (it may live on another worker)")
         try:
             message = jsonrpc.decode(_body(request))
@@ -527,7 +528,7 @@ class _Caller:
     """Who sent a POST: the key, its tenant, and the hold on that tenant (released when the request
     is answered; an SSE answer takes the hold over with ``lease.pop_all()``)."""
 
-    key: str
+    key: ApiKey
     tenant: Tenant
     lease: contextlib.ExitStack
 

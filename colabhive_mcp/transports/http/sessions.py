@@ -12,7 +12,8 @@ import time
 from typing import Callable
 
 from ...protocol import Session
-from ...signing import Signer, key_binding
+from ...keys import ApiKey
+from ...signing import Signer
 
 
 class SessionCodec:
@@ -23,16 +24,16 @@ class SessionCodec:
     def new_session(self, transport: str = "streamable-http") -> Session:
         return Session(id=secrets.token_urlsafe(16), transport=transport)
 
-    def issue(self, session: Session, api_key: str) -> str:
+    def issue(self, session: Session, key: ApiKey) -> str:
         """The ``Mcp-Session-Id`` for a session that has just been initialized."""
         client = {k: session.client_info[k] for k in ("name", "version") if isinstance(session.client_info.get(k), str)}
-        return self._signer.dumps({"n": session.id, "k": key_binding(api_key), "v": session.version,
+        return self._signer.dumps({"n": session.id, "k": key.binding, "v": session.version,
                                    "c": session.capabilities, "i": client})
 
-    def restore(self, token: str, api_key: str) -> Session | None:
+    def restore(self, token: str, key: ApiKey) -> Session | None:
         """The session a token stands for, or ``None`` when it is not valid for this key now."""
         payload = self._signer.loads(token)
-        if payload is None or payload.get("k") != key_binding(api_key):
+        if payload is None or payload.get("k") != key.binding:
             return None
         return Session(id=payload["n"], transport="streamable-http", version=payload["v"],
                        capabilities=payload.get("c") or {},
