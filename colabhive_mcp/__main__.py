@@ -1,3 +1,5 @@
+"""``python -m colabhive_mcp``: the ``colabhive-mcp`` command."""
+
 from .cli import main
 
 raise SystemExit(main())

@@ -17,29 +17,40 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from . import results, metrics
 from .builtin_tools import DEFAULT_MATCHES, SEARCH_TOOLS, continuation, follow_up_hint, search
 from .cancellation import keeps_work
-from .detached import call_key
-from .gateway import GatewayError
+from .config import Config
+from .detached import DetachedCalls, call_key
+from .gateway import Gateway, GatewayError
+from .invocation import Backoff, Outcome, cancel_upstream, follow, run
 from .keys import KeyRejected
-from .invocation import Outcome, cancel_upstream, follow, run
 from .logs import log
 from .profiles import Profile
 from .tools import Catalog, Tool
 
-if TYPE_CHECKING:
-    from .tenant import Tenant
-
 RUNNING_SLACK_S = 60.0  # a polling call's note outlives its longest wait by this much
+
+
+class Owner(Protocol):
+    """What a call needs of the tenant it runs for."""
+
+    config: Config
+    gateway: Gateway
+    calls: DetachedCalls
+    backoff: Backoff
+    binding: str
+    key_id: str
+
+    def max_wait(self, entry: dict[str, Any]) -> float: ...
 
 
 class ToolCall:
     """A call that passed the checks and the per-key limits."""
 
-    def __init__(self, tenant: Tenant, catalog: Catalog, tool: Tool, arguments: dict[str, Any], *, version: str,
+    def __init__(self, tenant: Owner, catalog: Catalog, tool: Tool, arguments: dict[str, Any], *, version: str,
                  cancelled: threading.Event, on_update: Callable[[dict[str, Any]], None] | None, profile: Profile,
                  deadline: float | None, heartbeat: float) -> None:
         """``deadline``: seconds the caller's host lets the call wait (``None``: no host limit)."""

@@ -308,5 +308,14 @@ def _reason(exc: Exception) -> str:
     return text if len(text) < 200 else text[:200] + "…"
 
 
+def reachable(base_url: str, timeout: float) -> bool:
+    """Whether the gateway answers at all: any HTTP answer counts (a 401 to a keyless request too)."""
+    try:
+        _http().get(base_url.rstrip("/") + "/mcp/manifest", timeout=timeout, allow_redirects=False)
+    except _http().RequestException:
+        return False
+    return True
+
+
 def is_terminal(invocation: dict[str, Any]) -> bool:
     return invocation.get("status") in TERMINAL

@@ -1,13 +1,15 @@
 """A tenant: one API key's gateway session, manifest cache, policy, and tool calls.
 
 stdio has exactly one tenant; the hosted mode keeps a pool of them keyed by key hash.
-Nothing in a tenant is shared with another tenant.
+Nothing in a tenant is shared with another tenant. The layers above ask the tenant, never its
+gateway or its manifest: it starts, follows and stops work, revalidates and watches its manifest.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections import deque
 from typing import Any, Callable
 
@@ -16,18 +18,26 @@ from .config import Config
 from .builtin_tools import ENTRIES as BUILTINS
 from .calls import ToolCall
 from .detached import DetachedCalls
-from .gateway import Gateway
+from .gateway import Gateway, GatewayError
 from .keys import ApiKey, KeyRejected
-from .invocation import Backoff
-from .manifest import ManifestCache, ManifestError, load_snapshot
+from .invocation import Backoff, follow
+from .logs import log
+from .manifest import Manifest, ManifestCache, ManifestError, load_snapshot
 from .policy import Policy
 from .profiles import UNKNOWN, Profile
 from .store import MemoryStore
 from .tools import Catalog, Tool
 
 
+MIN_WATCH_S = 1.0  # how often, at most, a watched manifest is revalidated
+
+
 class UnknownTool(LookupError):
     """No tool of that name exists for this tenant."""
+
+
+class Unreachable(Exception):
+    """The gateway failed a request about this key's work; the message says so for a person."""
 
 
 class Tenant:
@@ -70,6 +80,64 @@ class Tenant:
             self.manifest.get()
         except ManifestError:
             pass
+
+    def revalidate(self) -> Manifest:
+        """The manifest, asked of the gateway now (e.g. after an action was published). Raises
+        :class:`Unreachable` (and no copy to fall back on) or :class:`KeyRejected`."""
+        self.manifest.invalidate()
+        try:
+            return self.manifest.get()
+        except ManifestError as exc:
+            raise Unreachable(str(exc)) from None
+
+    def watch(self, stop: threading.Event, on_change: Callable[[], None]) -> None:
+        """Until ``stop`` is set: revalidate the manifest as it expires, and call ``on_change``
+        whenever a new version arrives (its filters are re-applied on the next list)."""
+        seen = self.manifest.current
+        while not stop.wait(max(self.config.manifest_ttl, MIN_WATCH_S)):
+            try:
+                manifest = self.manifest.get()
+            except (ManifestError, KeyRejected):
+                continue
+            if seen is not None and manifest is not seen:
+                log.bind(etag=manifest.etag, tenant=self.key_id).info("mcp.tools.list_changed")
+                on_change()
+            seen = manifest
+
+    # -- work the caller follows itself (tasks) ----------------------------------------------------
+
+    def start(self, tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Start the tool's work without waiting for it; the invocation. Raises :class:`Unreachable`."""
+        try:
+            return self.gateway.invoke(tool.slug, arguments, sync=False, idempotency_key=str(uuid.uuid4()))
+        except GatewayError as exc:
+            raise Unreachable(results.gateway_failure(tool.name, exc)) from None
+
+    def invocation(self, invocation_id: str) -> dict[str, Any] | None:
+        """The invocation as it stands; ``None`` when this key cannot see it. Raises :class:`Unreachable`."""
+        try:
+            return self.gateway.get_invocation(invocation_id)[0]
+        except GatewayError as exc:
+            if exc.status == 404:
+                return None
+            raise Unreachable(f"cannot reach ColabHive: {exc.message}") from None
+
+    def wait(self, invocation: dict[str, Any], cancelled: threading.Event, max_wait: float) -> dict[str, Any] | None:
+        """Follow the work until it is terminal (then the invocation), or ``None`` when the wait ends
+        first: the work itself goes on. Raises :class:`Unreachable`."""
+        try:
+            outcome = follow(self.gateway, invocation, cancelled=cancelled, max_wait=max_wait, backoff=self.backoff)
+        except GatewayError as exc:
+            raise Unreachable(exc.message) from None
+        return outcome.invocation if outcome.state == "done" else None
+
+    def stop(self, invocation_id: str) -> dict[str, Any] | None:
+        """Ask the gateway to stop the work: the invocation as it then stands (``None``: the gateway
+        has no cancel route). Raises :class:`Unreachable`."""
+        try:
+            return self.gateway.cancel(invocation_id)
+        except GatewayError as exc:
+            raise Unreachable(f"cannot reach ColabHive to stop it: {exc.message}") from None
 
     def catalog(self, profile: Profile = UNKNOWN) -> Catalog:
         """The tools of the current manifest for this client profile (built once per manifest)."""

@@ -15,7 +15,7 @@ from typing import Any
 from .manifest import Manifest
 from .policy import Policy, side_effects
 from . import interning
-from .jsonrpc import EncodedList
+from .encoding import EncodedList
 from .profiles import Profile
 from .schemas import Check, portable
 

@@ -34,7 +34,8 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from colabhive_mcp import jsonrpc, logs  # noqa: E402
+from colabhive_mcp import logs  # noqa: E402
+from colabhive_mcp.protocol import jsonrpc  # noqa: E402
 from colabhive_mcp.config import Config  # noqa: E402
 from colabhive_mcp.cli.demo import StdioPeer  # noqa: E402
 from colabhive_mcp.protocol import Server, Session  # noqa: E402

@@ -6,6 +6,7 @@ import threading
 import pytest
 
 from colabhive_mcp.gateway import Gateway
+from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.manifest import ManifestCache, ManifestError, load_snapshot
 from colabhive_mcp.sandbox import DEMO_KEY
 
@@ -20,7 +21,7 @@ class Clock:
 
 @pytest.fixture
 def gateway(sandbox):
-    gateway = Gateway(sandbox.url, DEMO_KEY, retries=0)
+    gateway = Gateway(sandbox.url, ApiKey.of(DEMO_KEY), retries=0)
     yield gateway
     gateway.close()
 

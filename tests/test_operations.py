@@ -47,7 +47,7 @@ def test_probes_and_refresh(gateway_sandbox, sandbox):
     server = HttpServer(gateway_sandbox.url, "--http-workers", "1")
     try:
         ready = requests.get(server.root + "/readyz", timeout=10)
-        assert ready.status_code == 200 and ready.json()["gateway"] == "reachable" and "version" in ready.json()
+        assert ready.status_code == 200 and ready.json() == {"status": "ready"}  # and nothing else about the server
         assert requests.get(server.root + "/healthz", timeout=10).json() == {"status": "ok"}
         before = requests.post(server.root + "/refresh", headers={"X-API-Key": DEMO_KEY}, timeout=10).json()
         sandbox.add_action({"name": "published-now", "description": "new", "inputSchema": {"type": "object"}})
@@ -59,6 +59,6 @@ def test_probes_and_refresh(gateway_sandbox, sandbox):
     dead = HttpServer(f"http://127.0.0.1:{free_port()}/api/builder/v1", "--http-workers", "1")
     try:
         unavailable = requests.get(dead.root + "/readyz", timeout=10)
-        assert unavailable.status_code == 503 and unavailable.json()["gateway"] == "unreachable"
+        assert unavailable.status_code == 503 and unavailable.json() == {"status": "unavailable"}
     finally:
         dead.stop()

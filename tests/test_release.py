@@ -32,8 +32,8 @@ def test_a_clean_clone_builds_a_release_that_installs_and_serves(tmp_path):
     assert wheel.name == f"colabhive_mcp-{__version__}-py3-none-any.whl" and sdist.name.endswith(f"-{__version__}.tar.gz")
     assert "PASSED" in run(sys.executable, "-m", "twine", "check", "--strict", str(wheel), str(sdist)).stdout
     packaged = set(zipfile.ZipFile(wheel).namelist())
-    for module in ("colabhive_mcp/sandbox/app.py", "colabhive_mcp/sandbox/catalogue.py", "colabhive_mcp/demo.py",
-                   "colabhive_mcp/transports/http.py"):
+    for module in ("colabhive_mcp/sandbox/app.py", "colabhive_mcp/sandbox/catalogue.py", "colabhive_mcp/cli/demo.py",
+                   "colabhive_mcp/transports/http/app.py", "colabhive_mcp/protocol/server.py"):
         assert module in packaged
 
     env_dir = tmp_path / "venv"

@@ -127,7 +127,7 @@ def test_the_built_in_prefix_is_reserved():
 def test_a_listing_keeps_its_encoding_and_a_message_splices_it_in_unchanged():
     import json
 
-    from colabhive_mcp import jsonrpc
+    from colabhive_mcp.protocol import jsonrpc
 
     entries = (entry("zeta", displayName="Zêta ✓"), entry("alpha"))
     listing = Catalog(Manifest(entries, None), Policy(), Profile("test")).listing("2025-11-25")

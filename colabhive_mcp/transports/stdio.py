@@ -16,8 +16,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 
-from .. import jsonrpc
-from ..jsonrpc import JsonRpcError
+from ..protocol import jsonrpc
+from ..protocol.jsonrpc import JsonRpcError
 from ..logs import log
 from ..keys import KeyRejected
 from ..protocol import Server, Session, key_rejected
@@ -78,7 +78,7 @@ class StdioTransport:
             if self.session.version is not None:
                 self.write({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
 
-        self.server.watch_tools(self.tenant, self._stopped, changed)
+        self.tenant.watch(self._stopped, changed)
 
     def write(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
         data = jsonrpc.encode(message) + b"\n"

@@ -17,11 +17,11 @@ from typing import Any
 
 from ...config import Config, environment
 from ...logs import log
+from .relay import RELAY_DIR
 
 SECRET_ENV = "COLABHIVE_SESSION_SECRET"
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 SYSTEMD_RUNTIME_ENV = "RUNTIME_DIRECTORY"  # systemd's RuntimeDirectory=
-RELAY_DIR = "cancel"  # in the runtime directory: cancellations between the workers of one instance
 _made_runtime_dir: list[str] = []  # the runtime directory this process made (and removes at exit)
 
 

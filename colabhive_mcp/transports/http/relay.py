@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from cachetools import TTLCache
 
+RELAY_DIR = "cancel"  # in the instance's runtime directory
 LOOK_EVERY_S = 0.2
 MARKER_TTL_S = 60.0
 MAX_MARKER_BYTES = 512

@@ -1,6 +1,6 @@
 """JSON-RPC 2.0 framing: decoding, envelope checks, and building responses.
 
-Nothing here knows about MCP methods; :mod:`colabhive_mcp.protocol` does.
+Nothing here knows about MCP methods; the rest of :mod:`colabhive_mcp.protocol` does.
 """
 
 from __future__ import annotations
@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import secrets
 from typing import Any
+
+from ..encoding import EncodedList, to_json
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -66,14 +68,6 @@ def _deeper_than(value: Any, limit: int) -> bool:
     return bool(level)
 
 
-class EncodedList(list):
-    """A list that also keeps its own JSON encoding (a warm tool list is encoded once, not per request)."""
-
-    def __init__(self, items: list[Any]) -> None:
-        super().__init__(items)
-        self.raw = _utf8(_dumps(items))
-
-
 _SPLICE = "\u0000" + secrets.token_hex(16)  # unguessable: no client-chosen string can collide with it
 _SPLICED = json.dumps(_SPLICE).encode()
 
@@ -86,19 +80,9 @@ def encode(message: Any) -> bytes:
     result = message.get("result") if isinstance(message, dict) else None
     tools = result.get("tools") if isinstance(result, dict) else None
     if isinstance(tools, EncodedList):
-        shell = _utf8(_dumps({**message, "result": {**result, "tools": _SPLICE}}))
-        head, _, tail = shell.partition(_SPLICED)
+        head, _, tail = to_json({**message, "result": {**result, "tools": _SPLICE}}).partition(_SPLICED)
         return b"".join((head, tools.raw, tail))  # one copy of the (large) list, no re-encoding
-    return _utf8(_dumps(message))
-
-
-def _utf8(text: str) -> bytes:
-    """UTF-8; a lone surrogate (a client's "\\ud800" escape) has no UTF-8 form: it goes back out escaped."""
-    return text.encode("utf-8", "backslashreplace")
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return to_json(message)
 
 
 def is_valid_id(value: Any) -> bool:

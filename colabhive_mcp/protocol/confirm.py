@@ -13,13 +13,18 @@ import hashlib
 import json
 from typing import Any
 
-from .policy import side_effects
-from .signing import Signer
-from .tools import Tool
+from ..policy import side_effects
+from ..signing import Signer
+from ..tools import Tool
 
 INPUT_KEY = "confirm"
 STATE_MAX_AGE_S = 600.0
 ASK_TIMEOUT_S = 300.0
+
+
+def may_ask(policy: str, capabilities: dict[str, Any]) -> bool:
+    """Whether a tool call may send the client a request (a confirmation): then it needs an SSE answer."""
+    return policy != "off" and "elicitation" in capabilities
 
 
 def needs_confirmation(policy: str, tool: Tool) -> bool:

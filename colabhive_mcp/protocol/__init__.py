@@ -1,0 +1,7 @@
+"""The MCP protocol core, both eras: what a message means and how it is answered, whatever carried it."""
+
+from .eras import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS
+from .request import Request, Session
+from .server import Server, key_rejected
+
+__all__ = ["LEGACY_VERSIONS", "MODERN_VERSIONS", "SUPPORTED_VERSIONS", "Request", "Server", "Session", "key_rejected"]

@@ -1,0 +1,80 @@
+"""``tools/call``: a task when the client asked for one, else the call itself, within its host's
+deadline, after the user's confirmation when the tool has side effects and the policy asks."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .. import profiles, results
+from ..tenant import UnknownTool
+from ..tools import Tool
+from . import confirm, tasks
+from .context import Context
+from .jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, JsonRpcError
+from .progress import reporter
+from .request import Request
+
+
+def tools_call(context: Context, request: Request) -> dict[str, Any]:
+    name, arguments = request.params.get("name"), request.params.get("arguments", {})
+    if not isinstance(name, str) or not name:
+        raise JsonRpcError(INVALID_PARAMS, "tools/call needs params.name (a string)")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise JsonRpcError(INVALID_PARAMS, "tools/call params.arguments must be an object")
+    try:
+        if tasks.wanted(request):
+            prepared = request.tenant.prepare(name, arguments, request.profile, request.narrow)
+            if isinstance(prepared, dict):
+                return prepared  # refused before anything ran
+            task = tasks.create(context, request, prepared[1], arguments)
+            if task is not None:
+                return task
+        progress = request.progress_token is not None  # a host that resets its timer on progress hears it
+        result = request.tenant.call_tool(
+            name, arguments, version=request.version, cancelled=request.cancelled, on_update=reporter(request),
+            gate=_gate(context, request), profile=request.profile, narrow=request.narrow,
+            deadline=profiles.wait_budget(request.profile, progress),
+            heartbeat=profiles.heartbeat(request.profile, progress, context.config.progress_heartbeat))
+    except UnknownTool:
+        raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
+    if result is None and context.stopping.is_set():
+        return results.error_result(f"The ColabHive MCP server is restarting: {name!r} was stopped and "
+                                    "cancelled on ColabHive before it finished. Please try again.")
+    return result if result is not None else {"content": []}
+
+
+def _gate(context: Context, request: Request) -> Callable[[Tool, dict[str, Any]], dict[str, Any] | None] | None:
+    """The confirmation step for tools with side effects, if the policy asks for one."""
+    policy = context.config.confirm_side_effects
+    if policy == "off":
+        return None
+
+    def gate(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any] | None:
+        """``None`` to run the tool, else the result to answer instead."""
+        if not confirm.needs_confirmation(policy, tool):
+            return None
+        if "elicitation" not in request.capabilities:
+            if policy == "ask":
+                return None
+            if request.modern:
+                raise JsonRpcError(MISSING_REQUIRED_CLIENT_CAPABILITY,
+                                   f"Tool {tool.name!r} needs the user's confirmation (elicitation)",
+                                   {"requiredCapabilities": {"elicitation": {}}})
+            return results.error_result(
+                f"Tool {tool.name!r} has side effects and this server runs it only with the user's "
+                "confirmation, which this client cannot ask for (no elicitation capability).")
+        form = confirm.elicitation(tool, arguments, request.version)
+        if not request.modern:
+            answer = context.inflight.ask(request, "elicitation/create", form, confirm.ASK_TIMEOUT_S)
+            return None if confirm.accepted(answer) else confirm.declined(tool)
+        answers = request.params.get("inputResponses") or {}
+        if confirm.INPUT_KEY in answers and context.request_states.valid(
+                request.params.get("requestState"), request.tenant.binding, tool, arguments):
+            return None if confirm.accepted(answers[confirm.INPUT_KEY]) else confirm.declined(tool)
+        return {"resultType": "input_required",
+                "inputRequests": {confirm.INPUT_KEY: {"method": "elicitation/create", "params": form}},
+                "requestState": context.request_states.issue(request.tenant.binding, tool, arguments)}
+
+    return gate

@@ -1,0 +1,29 @@
+"""What a method handler is given besides its request: the settings, the requests in flight (to
+ask the client something), the signers of task ids and confirmation states, and whether the
+server is shutting down."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass, field
+
+from ..config import Config
+from .confirm import RequestStates
+from .inflight import InFlight
+from .task_ids import TaskIds
+
+
+@dataclass
+class Context:
+    config: Config
+    list_changed: bool = False  # the transport tells sessions when the tool list changes
+    inflight: InFlight = field(default_factory=InFlight)
+    stopping: threading.Event = field(default_factory=threading.Event)  # set by a draining shutdown
+    task_ids: TaskIds = field(init=False)
+    request_states: RequestStates = field(init=False)
+
+    def __post_init__(self) -> None:
+        secret = self.config.session_secret or secrets.token_hex(32)
+        self.task_ids = TaskIds(secret)
+        self.request_states = RequestStates(secret)

@@ -1,0 +1,94 @@
+"""The requests in flight: found by a cancellation (which may arrive first), stopped together at
+shutdown; and the requests this server sends a client during a call, waiting for their answers."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..cancellation import SHUTDOWN, Cancellation
+from .request import Request
+
+EARLY_CANCELS_KEPT = 256
+
+
+@dataclass
+class _Waiter:
+    """A request of ours to the client, waiting for its answer."""
+
+    answered: threading.Event = field(default_factory=threading.Event)
+    response: dict[str, Any] = field(default_factory=dict)
+
+
+class InFlight:
+    """Keyed by (session id, request id); thread-safe."""
+
+    def __init__(self) -> None:
+        self._running: dict[tuple[str, Any], Cancellation] = {}
+        self._early: OrderedDict[tuple[str, Any], str | None] = OrderedDict()  # cancels that came first, with why
+        self._asked: dict[tuple[str, str], _Waiter] = {}
+        self._lock = threading.Lock()
+
+    def track(self, key: tuple[str, Any], cancelled: Cancellation) -> None:
+        with self._lock:
+            self._running[key] = cancelled
+            if key in self._early:
+                cancelled.cancel(self._early.pop(key))
+
+    def untrack(self, key: tuple[str, Any]) -> None:
+        with self._lock:
+            self._running.pop(key, None)
+
+    def cancel(self, key: tuple[str, Any], reason: str | None) -> None:
+        """Cancel a request in flight, saying why; one not seen yet is remembered for when it arrives."""
+        with self._lock:
+            cancelled = self._running.get(key)
+            if cancelled is None:
+                self._early[key] = reason
+                while len(self._early) > EARLY_CANCELS_KEPT:
+                    self._early.popitem(last=False)
+        if cancelled is not None:
+            cancelled.cancel(reason)
+
+    def cancel_session(self, session_id: str) -> None:
+        """The session's connection is gone: its requests are cancelled, with no reason given."""
+        with self._lock:
+            found = [cancelled for (owner, _id), cancelled in self._running.items() if owner == session_id]
+        for cancelled in found:
+            cancelled.cancel(None)
+
+    def cancel_all(self) -> None:
+        """Shutdown: every request is cancelled, and its work stopped upstream."""
+        with self._lock:
+            found = list(self._running.values())
+        for cancelled in found:
+            cancelled.cancel(SHUTDOWN)
+
+    def ask(self, request: Request, method: str, params: dict[str, Any], timeout: float) -> Any:
+        """Send the client a request during ``request`` and wait for its result (``None``: no answer)."""
+        key = (request.session.id if request.session else "stdio", f"colabhive-{secrets.token_hex(8)}")
+        waiter = _Waiter()
+        with self._lock:
+            self._asked[key] = waiter
+        try:
+            request.notify({"jsonrpc": "2.0", "id": key[1], "method": method, "params": params})
+            deadline = time.monotonic() + timeout
+            while not waiter.answered.wait(0.2):
+                if request.cancelled.is_set() or time.monotonic() > deadline:
+                    return None
+            return waiter.response.get("result")
+        finally:
+            with self._lock:
+                self._asked.pop(key, None)
+
+    def answered(self, session_id: str, message: dict[str, Any]) -> None:
+        """The client's answer to a request of ours."""
+        with self._lock:
+            waiter = self._asked.get((session_id, message.get("id")))
+        if waiter is not None:
+            waiter.response = message
+            waiter.answered.set()

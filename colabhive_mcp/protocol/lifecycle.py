@@ -1,0 +1,79 @@
+"""Meeting a client: the legacy handshake (``initialize``, ``logging/setLevel``), 2026's
+``server/discover``, and 2026's ``subscriptions/listen``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import __version__, profiles
+from ..config import Config
+from ..logs import log
+from . import tasks
+from .eras import LEGACY_VERSIONS, LOG_LEVELS, META_SUBSCRIPTION, SUPPORTED_VERSIONS, TASKS_VERSION
+from .jsonrpc import INVALID_PARAMS, JsonRpcError
+from .request import Request, Session
+
+SERVER = {"name": "colabhive-mcp", "title": "ColabHive", "version": __version__,
+          "description": "ColabHive actions as MCP tools", "websiteUrl": "https://colabhive.com"}
+# Implementation fields each older revision knows (later ones: all of them).
+SERVER_INFO_FIELDS = {"2024-11-05": ("name", "version"), "2025-03-26": ("name", "version"),
+                      "2025-06-18": ("name", "title", "version")}
+INSTRUCTIONS = (
+    "These tools run ColabHive actions: language models, specialist models, tools and the user's own "
+    "trained models. Slow tools may take minutes on a cold start; they report progress while they wait. "
+    "A tool with side effects says so in its description."
+)
+
+
+def server_info(version: str) -> dict[str, Any]:
+    """This server's ``Implementation``, as ``version`` spells it."""
+    return {k: SERVER[k] for k in SERVER_INFO_FIELDS.get(version, tuple(SERVER))}
+
+
+def initialize(params: dict[str, Any], session: Session, config: Config, list_changed: bool) -> dict[str, Any]:
+    """The legacy handshake: the revision both sides speak (the client's, when we know it)."""
+    requested = params.get("protocolVersion")
+    if not isinstance(requested, str):
+        raise JsonRpcError(INVALID_PARAMS, "initialize needs params.protocolVersion (a string)")
+    version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
+    session.version = version
+    session.client_info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
+    session.capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
+    session.initialized = False
+    log.bind(session=session.id, transport=session.transport, protocol_version=version, requested_version=requested,
+             client=session.client_info.get("name"), client_version=session.client_info.get("version"),
+             profile=profiles.for_client(session.client_info, config).name, era="legacy").info("mcp.session.started")
+    capabilities: dict[str, Any] = {"tools": {"listChanged": list_changed}, "logging": {}}
+    if version == TASKS_VERSION:
+        capabilities["tasks"] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
+    return {"protocolVersion": version, "capabilities": capabilities, "serverInfo": server_info(version),
+            "instructions": INSTRUCTIONS}
+
+
+def discover(request: Request) -> dict[str, Any]:
+    return {"supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": {"tools": {"listChanged": True}, "extensions": {tasks.EXTENSION: {}}},
+            "instructions": INSTRUCTIONS, "ttlMs": 3_600_000, "cacheScope": "public"}
+
+
+def set_level(request: Request) -> dict[str, Any]:
+    level = request.params.get("level")
+    if level not in LOG_LEVELS:
+        raise JsonRpcError(INVALID_PARAMS, f"Invalid log level: {level!r}; use one of {', '.join(LOG_LEVELS)}")
+    assert request.session is not None  # a legacy-only method
+    request.session.log_level = level
+    return {}
+
+
+def listen(request: Request) -> dict[str, Any]:
+    """2026 ``subscriptions/listen``: acknowledge, then announce tool-list changes until the
+    client goes away (a cancelled listen gets no answer) or the server shuts down."""
+    wanted = request.params.get("notifications")
+    accepted = {"toolsListChanged": True} if isinstance(wanted, dict) and wanted.get("toolsListChanged") else {}
+    tag = {META_SUBSCRIPTION: request.id}
+    request.send("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": accepted})
+    if accepted:
+        request.tenant.watch(request.cancelled, lambda: request.send("notifications/tools/list_changed", {"_meta": tag}))
+    else:
+        request.cancelled.wait()
+    return {"_meta": tag}

@@ -1,0 +1,31 @@
+"""What a client hears while its call waits: progress notifications for its token, and log
+messages when it asked for them."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..invocation import ProgressTracker, status_message
+from .request import Request
+
+
+def reporter(request: Request) -> Callable[[dict[str, Any]], None] | None:
+    """Turn invocation updates into progress notifications and/or log messages for this request."""
+    token = request.progress_token
+    if token is None and not request.wants_log("info"):
+        return None
+    tracker = ProgressTracker()
+    with_message = request.version != "2024-11-05"
+
+    def report(invocation: dict[str, Any]) -> None:
+        value, total, message = tracker.advance(invocation)
+        if token is not None:
+            params: dict[str, Any] = {"progressToken": token, "progress": value, "total": total}
+            if with_message:
+                params["message"] = message
+            request.send("notifications/progress", params)
+        if request.wants_log("info"):
+            request.send("notifications/message", {"level": "info", "logger": "colabhive",
+                                                   "data": f"{request.params.get('name')}: {status_message(invocation)}"})
+
+    return report

@@ -1,0 +1,212 @@
+"""The MCP protocol core: both eras, over tenants; no transport in sight.
+
+:meth:`Server.handle` takes one decoded JSON-RPC message with a small context (the tenant, the
+legacy :class:`Session`, a ``notify`` callback, a cancel event) and returns the response (or
+``None``). Transports parse bytes and write answers; they never re-implement any of this. The
+method table is here; each method is served by a module of this package. Serving a request may
+wait (a tool call polls, a confirmation asks the user): the thread that calls ``handle`` waits.
+
+Eras: a request whose ``params._meta`` carries ``io.modelcontextprotocol/protocolVersion`` is
+served statelessly under 2026-07-28; anything else (and every ``initialize``) follows the legacy
+handshake of 2024-11-05 … 2025-11-25, scoped to the session.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, Callable
+
+from .. import metrics, profiles
+from ..cancellation import USER, Cancellation, reason_of
+from ..config import Config
+from ..keys import KeyRejected
+from ..logs import log, logger
+from ..policy import Policy
+from ..tenant import Tenant
+from . import calling, jsonrpc, lifecycle, listing, tasks
+from .context import Context
+from .eras import (BATCH_VERSION, LOG_LEVELS, META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO,
+                   META_VERSION, MODERN_VERSIONS, SUPPORTED_VERSIONS)
+from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
+from .request import Narrowing, Request, Session
+
+Handler = Callable[[Context, Request], dict[str, Any]]
+LEGACY_METHODS: dict[str, Handler] = {
+    "logging/setLevel": lambda context, request: lifecycle.set_level(request),
+    "tools/list": lambda context, request: listing.tools_list(request, context.config.tools_page_size,
+                                                              context.config.manifest_ttl),
+    "tools/call": calling.tools_call,
+    "tasks/get": tasks.get, "tasks/result": tasks.result, "tasks/cancel": tasks.cancel}
+MODERN_METHODS: dict[str, Handler] = {
+    "server/discover": lambda context, request: lifecycle.discover(request),
+    "tools/list": LEGACY_METHODS["tools/list"], "tools/call": calling.tools_call,
+    "subscriptions/listen": lambda context, request: lifecycle.listen(request),
+    "tasks/get": tasks.get, "tasks/cancel": tasks.cancel, "tasks/update": tasks.update}
+
+
+class Server:
+    """The MCP method table over tenants; thread-safe, one instance per process."""
+
+    def __init__(self, config: Config, list_changed: bool = False) -> None:
+        """``list_changed``: the transport tells sessions when the tool list changes (stdio does)."""
+        self.config = config
+        self.context = Context(config, list_changed)
+
+    # -- entry points -----------------------------------------------------------------------
+
+    def handle(self, message: Any, *, tenant: Tenant, session: Session,
+               notify: Callable[[dict[str, Any]], None] = lambda _m: None,
+               cancelled: Cancellation | None = None, narrow: Narrowing | None = None) -> dict[str, Any] | None:
+        """Serve one decoded message; returns the response, or ``None`` when none is due.
+
+        ``narrow`` is a request's own narrowing of the tool set (hosted mode): it can only hide tools.
+        """
+        try:
+            jsonrpc.check_envelope(message)
+        except JsonRpcError as exc:
+            if isinstance(message, dict) and "method" in message and "id" not in message:
+                return None  # a malformed notification: there is nobody to answer
+            return jsonrpc.error(jsonrpc.request_id(message), exc)
+        if "method" not in message:
+            self.context.inflight.answered(session.id, message)  # the client's answer to a request of ours
+            return None
+        if not jsonrpc.is_request(message):
+            self._notification(message, session)
+            return None
+        cancelled = cancelled or Cancellation()
+        key = (session.id, message["id"])
+        self.context.inflight.track(key, cancelled)
+        if self.config.log_frames:
+            notify = _logging_frames(notify)
+            log.bind(direction="in", frame=_frame(message)).info("mcp.frame")
+        try:  # every record of this request carries its id and the key's hash
+            with logger.contextualize(request_id=secrets.token_hex(6), tenant=tenant.key_id):
+                response = jsonrpc.result(message["id"], self._dispatch(
+                    message, tenant, session, notify, cancelled, narrow.policy() if narrow else None))
+        except JsonRpcError as exc:
+            metrics.ERRORS.labels(f"jsonrpc_{-exc.code}").inc()
+            response = jsonrpc.error(message["id"], exc)
+        except KeyRejected as exc:
+            metrics.ERRORS.labels("key_rejected").inc()
+            response = jsonrpc.error(message["id"], key_rejected(exc))
+        except Exception:
+            metrics.ERRORS.labels("internal").inc()
+            log.bind(method=message["method"]).exception("mcp.internal_error")
+            response = jsonrpc.internal_error(message)
+        finally:
+            self.context.inflight.untrack(key)
+        answer = None if cancelled.is_set() and not self.context.stopping.is_set() else response
+        if self.config.log_frames and answer is not None:
+            log.bind(direction="out", frame=_frame(answer)).info("mcp.frame")
+        return answer
+
+    def handle_batch(self, messages: list[Any], session: Session, **context: Any) -> list[dict[str, Any]] | dict[str, Any] | None:
+        """A JSON-RPC batch: only a 2025-03-26 session may send one."""
+        if session.version != BATCH_VERSION:
+            return jsonrpc.error(None, JsonRpcError(
+                INVALID_REQUEST, "Invalid Request: batches are only allowed under protocol 2025-03-26"))
+        if not messages:
+            return jsonrpc.error(None, JsonRpcError(INVALID_REQUEST, "Invalid Request: empty batch"))
+        if any(jsonrpc.method_of(m) == "initialize" for m in messages):
+            return jsonrpc.error(None, JsonRpcError(
+                INVALID_REQUEST, "Invalid Request: initialize must not be part of a batch"))
+        answers = [self.handle(m, session=session, **context) for m in messages]
+        return [a for a in answers if a is not None] or None
+
+    def cancel(self, session: Session, request_id: Any, reason: str | None = USER) -> None:
+        """Cancel an in-flight request, saying why (a cancellation that arrives first is remembered)."""
+        self.context.inflight.cancel((session.id, request_id), reason)
+
+    def cancel_session(self, session: Session) -> None:
+        """Cancel the requests in flight of one session (its connection is gone: no reason given)."""
+        self.context.inflight.cancel_session(session.id)
+
+    def cancel_all(self) -> None:
+        """Cancel every in-flight request, and stop its work upstream (process shutdown)."""
+        self.context.inflight.cancel_all()
+
+    def drain(self) -> None:
+        """Shutting down: cancel everything in flight, but answer each tool call (with an error)."""
+        self.context.stopping.set()
+        self.cancel_all()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _notification(self, message: dict[str, Any], session: Session) -> None:
+        method, params = message["method"], message.get("params") or {}
+        if method == "notifications/initialized":
+            session.initialized = True
+        elif method == "notifications/cancelled" and jsonrpc.is_valid_id(params.get("requestId")):
+            self.cancel(session, params["requestId"], reason_of(params.get("reason")))
+
+    def _dispatch(self, message: dict[str, Any], tenant: Tenant, session: Session,
+                  notify: Callable[[dict[str, Any]], None], cancelled: Cancellation,
+                  narrow: Policy | None) -> dict[str, Any]:
+        method, params = message["method"], message.get("params") or {}
+        meta = jsonrpc.meta_of(message)
+        if method != "initialize" and META_VERSION in meta:
+            request = self._modern_request(message["id"], method, params, meta, tenant, notify, cancelled)
+            request.narrow, request.meta = narrow, meta
+            handler = MODERN_METHODS.get(method)
+            if handler is None:
+                raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            result = handler(self.context, request)
+            result["resultType"] = result.get("resultType", "complete")
+            result.setdefault("_meta", {})[META_SERVER_INFO] = lifecycle.server_info(request.version)
+            return result
+        if method == "initialize":
+            return lifecycle.initialize(params, session, self.config, self.context.list_changed)
+        if method == "ping":
+            return {}
+        handler = LEGACY_METHODS.get(method)
+        if handler is None:
+            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        if session.version is None:
+            raise JsonRpcError(INVALID_PARAMS, "Session not initialized: send initialize first "
+                                               "(or use protocol 2026-07-28 with per-request _meta)")
+        request = Request(message["id"], method, params, session.version, False, tenant, notify, cancelled,
+                          session.log_level, session, session.capabilities,
+                          profiles.for_client(session.client_info, self.config), narrow, meta)
+        return handler(self.context, request)
+
+    def _modern_request(self, id_: Any, method: str, params: dict[str, Any], meta: dict[str, Any],
+                        tenant: Tenant, notify: Callable[[dict[str, Any]], None],
+                        cancelled: Cancellation) -> Request:
+        """Validate the 2026 per-request envelope."""
+        if META_CAPABILITIES not in meta:
+            raise JsonRpcError(INVALID_PARAMS, f"params._meta is missing the required key {META_CAPABILITIES!r}")
+        version = meta[META_VERSION]
+        if not isinstance(version, str):
+            raise JsonRpcError(INVALID_PARAMS, f"params._meta[{META_VERSION!r}] must be a string")
+        if version not in MODERN_VERSIONS:
+            raise JsonRpcError(jsonrpc.UNSUPPORTED_PROTOCOL_VERSION, f"Unsupported protocol version: {version}",
+                               {"supported": list(SUPPORTED_VERSIONS), "requested": version})
+        if not isinstance(meta[META_CAPABILITIES], dict):
+            raise JsonRpcError(INVALID_PARAMS, f"params._meta[{META_CAPABILITIES!r}] must be an object")
+        level = meta.get(META_LOG_LEVEL)
+        if level is not None and level not in LOG_LEVELS:
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid log level: {level!r}")
+        return Request(id_, method, params, version, True, tenant, notify, cancelled, level,
+                       capabilities=meta[META_CAPABILITIES],
+                       profile=profiles.for_client(meta.get(META_CLIENT_INFO), self.config))
+
+
+def key_rejected(exc: KeyRejected) -> JsonRpcError:
+    """What a client is told when the gateway refuses its key: that the key is bad, not "internal"."""
+    return JsonRpcError(jsonrpc.KEY_REJECTED, f"{exc.message[0].upper()}{exc.message[1:]}. Check the API key: "
+                        "COLABHIVE_API_KEY for a local server, the Authorization or X-API-Key header for a "
+                        "hosted one.")
+
+
+def _logging_frames(notify: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    def logged(message: dict[str, Any]) -> None:
+        log.bind(direction="out", frame=_frame(message)).info("mcp.frame")
+        notify(message)
+
+    return logged
+
+
+def _frame(message: Any, limit: int = 4000) -> str:
+    """A JSON-RPC frame as logged (redacted by the log pipeline), cut at ``limit`` characters."""
+    text = jsonrpc.encode(message).decode("utf-8", "replace")
+    return text if len(text) <= limit else text[:limit] + "…"

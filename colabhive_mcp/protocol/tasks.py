@@ -1,0 +1,144 @@
+"""Tasks: long tool calls as handles the client polls, mapped onto upstream invocations.
+
+A task id names the invocation and is bound to the caller's key (:mod:`.task_ids`), so any worker
+of any instance answers for it by asking the gateway, with no server-side state. Both designs:
+
+- 2025-11-25 core tasks: ``tools/call`` with ``params.task`` on a tool whose
+  ``execution.taskSupport`` is ``optional``; ``tasks/get``, ``tasks/result`` (blocks),
+  ``tasks/cancel``. No ``tasks/list``: it could not be bound to the key without a store.
+- 2026-07-28 extension ``io.modelcontextprotocol/tasks``: for a declaring client the server
+  answers ``tools/call`` of a slow or batch tool with ``resultType: "task"``; ``tasks/get``
+  carries the result inline; ``tasks/cancel`` and ``tasks/update`` acknowledge.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import results
+from ..invocation import is_terminal, status_message
+from ..logs import log
+from ..tenant import Unreachable
+from ..tools import Tool
+from .context import Context
+from .eras import TASKS_VERSION
+from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, JsonRpcError
+from .request import Request
+from .task_ids import TTL_MS, TaskRef, now
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+POLL_INTERVAL_MS = 2_000
+RESULT_WAIT_S = TTL_MS / 1000
+STATUS = {"queued": "working", "running": "working", "submitted": "working", "succeeded": "completed",
+          "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
+
+
+def wanted(request: Request) -> bool:
+    """A 2025-11-25 call that asks for a task, or a 2026 call from a client with the extension."""
+    if request.modern:
+        return EXTENSION in (request.capabilities.get("extensions") or {})
+    return request.version == TASKS_VERSION and isinstance(request.params.get("task"), dict)
+
+
+def create(context: Context, request: Request, tool: Tool, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """The task for a long-running tool; ``None`` when the call should simply run (2026)."""
+    if not tool.long_running:
+        if request.modern:
+            return None
+        raise JsonRpcError(METHOD_NOT_FOUND, f"Tool {tool.name!r} does not run as a task (taskSupport forbidden)")
+    try:
+        invocation = request.tenant.start(tool, arguments)
+    except Unreachable as exc:
+        return results.error_result(str(exc))
+    ref = context.task_ids.issue(request.tenant.binding, invocation["invocation_id"], tool)
+    fields = task_fields(ref, invocation)
+    log.bind(tool=tool.name, slug=tool.slug, tenant=request.tenant.key_id, invocation_id=ref.invocation_id,
+             era="modern" if request.modern else "legacy").info("mcp.task.created")
+    return {"resultType": "task", **modern_fields(fields)} if request.modern else {"task": fields}
+
+
+def get(context: Context, request: Request) -> dict[str, Any]:
+    ref = _task(context, request)
+    invocation = _fetch(request, ref)
+    fields = task_fields(ref, invocation)
+    if not request.modern:
+        return fields
+    fields = modern_fields(fields)
+    if fields["status"] in ("completed", "failed"):  # an upstream failure is a completed isError result
+        fields.update(status="completed", result=_outcome(request, ref, invocation))
+    return fields
+
+
+def result(context: Context, request: Request) -> dict[str, Any]:
+    """``tasks/result`` blocks until the invocation is terminal; a wait that ends first (the request
+    was cancelled, the server is stopping) leaves the task running: only ``tasks/cancel`` stops it."""
+    ref = _task(context, request)
+    try:
+        invocation = request.tenant.wait(_fetch(request, ref), request.cancelled, RESULT_WAIT_S)
+    except Unreachable as exc:
+        invocation = {"status": "failed", "error": str(exc)}
+    if invocation is None:
+        raise JsonRpcError(INTERNAL_ERROR, "Stopped waiting before the task finished (the server may be "
+                           "restarting); the task is still running: call tasks/result again")
+    answer = _outcome(request, ref, invocation)
+    answer.setdefault("_meta", {})[RELATED_TASK] = {"taskId": ref.task_id}
+    return answer
+
+
+def cancel(context: Context, request: Request) -> dict[str, Any]:
+    ref = _task(context, request)
+    if not request.modern and is_terminal(_fetch(request, ref)):
+        raise JsonRpcError(INVALID_PARAMS, "Cannot cancel a task that has already finished")
+    try:
+        invocation = request.tenant.stop(ref.invocation_id) or _fetch(request, ref)
+    except Unreachable as exc:
+        raise JsonRpcError(INTERNAL_ERROR, f"Cannot cancel this task: {exc}") from None
+    return {} if request.modern else task_fields(ref, invocation, status="cancelled")
+
+
+def update(context: Context, request: Request) -> dict[str, Any]:
+    _task(context, request)
+    return {}  # no task of ours ever waits for input
+
+
+def task_fields(ref: TaskRef, invocation: dict[str, Any], status: str | None = None) -> dict[str, Any]:
+    """The ``Task`` object (2025-11-25 field names) for where the invocation stands."""
+    fields = {"taskId": ref.task_id, "status": status or STATUS.get(invocation.get("status"), "working"),
+              "createdAt": ref.created, "lastUpdatedAt": invocation.get("updated_at") or now(),
+              "ttl": TTL_MS, "pollInterval": POLL_INTERVAL_MS}
+    if fields["status"] == "working":
+        fields["statusMessage"] = status_message(invocation)
+    return fields
+
+
+def modern_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """The extension's spelling: ``ttlMs`` and ``pollIntervalMs``."""
+    renamed = {k: v for k, v in fields.items() if k not in ("ttl", "pollInterval")}
+    return {**renamed, "ttlMs": fields["ttl"], "pollIntervalMs": fields["pollInterval"]}
+
+
+def _task(context: Context, request: Request) -> TaskRef:
+    if request.modern:
+        if EXTENSION not in (request.capabilities.get("extensions") or {}):
+            raise JsonRpcError(MISSING_REQUIRED_CLIENT_CAPABILITY, f"tasks/* needs the {EXTENSION} extension",
+                               {"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
+    elif request.version != TASKS_VERSION:
+        raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {request.method} (tasks need protocol {TASKS_VERSION})")
+    return context.task_ids.find(request.tenant.binding, request.params.get("taskId"))
+
+
+def _fetch(request: Request, ref: TaskRef) -> dict[str, Any]:
+    try:
+        invocation = request.tenant.invocation(ref.invocation_id)
+    except Unreachable as exc:
+        raise JsonRpcError(INTERNAL_ERROR, f"Cannot reach ColabHive for this task: {exc}") from None
+    if invocation is None:
+        raise JsonRpcError(INVALID_PARAMS, "Failed to retrieve task: Task not found")
+    return invocation
+
+
+def _outcome(request: Request, ref: TaskRef, invocation: dict[str, Any]) -> dict[str, Any]:
+    """The ``CallToolResult`` of a terminal invocation, as the tool would have answered."""
+    tool = request.tenant.catalog().by_slug.get(ref.slug)
+    return results.tool_result(invocation, ref.tool, request.version, tool.output_check if tool else None)

@@ -1,0 +1,60 @@
+"""The operator's endpoints: ``/healthz`` (the process answers), ``/readyz`` (the gateway answers),
+``/metrics`` (Prometheus) and ``POST /refresh`` (revalidate the calling key's tool list now)."""
+
+from __future__ import annotations
+
+import hmac
+import time
+
+from werkzeug.wrappers import Request, Response
+
+from ... import metrics
+from ...config import Config
+from ...gateway import reachable
+from ...keys import KeyRejected
+from ...protocol import jsonrpc
+from ...tenant import Unreachable
+from .tenancy import Tenancy, unauthorized
+from .wire import JSON, HttpError, json_response
+
+READINESS_TTL_S = 5.0
+READINESS_TIMEOUT_S = 2.0
+
+
+class Operations:
+    def __init__(self, config: Config, tenancy: Tenancy) -> None:
+        self.config = config
+        self.tenancy = tenancy
+        self._readiness = (float("-inf"), False)  # (checked at, gateway reachable)
+
+    @staticmethod
+    def health() -> Response:
+        return Response(b'{"status":"ok"}', mimetype=JSON)
+
+    def ready(self) -> Response:
+        """Ready when the gateway answers at all (a 401 to a keyless request is an answer); asked at
+        most every few seconds."""
+        now = time.monotonic()
+        if now - self._readiness[0] > READINESS_TTL_S:
+            self._readiness = (now, reachable(self.config.api_url, READINESS_TIMEOUT_S))
+        ready = self._readiness[1]
+        return json_response({"status": "ready" if ready else "unavailable"}, 200 if ready else 503)
+
+    def metrics(self, request: Request) -> Response:
+        token = self.config.metrics_token
+        given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
+        if token and not hmac.compare_digest(given, f"Bearer {token}".encode()):
+            return Response(b"metrics need the metrics token\n", 401, headers={"WWW-Authenticate": "Bearer"})
+        body, content_type = metrics.render()
+        return Response(body, content_type=content_type)
+
+    def refresh(self, request: Request) -> Response:
+        """Revalidate the calling key's manifest now (in this worker), e.g. after publishing an action."""
+        with self.tenancy.tenant(self.tenancy.key(request)) as tenant:
+            try:
+                manifest = tenant.revalidate()
+            except Unreachable as exc:
+                raise HttpError(502, jsonrpc.INTERNAL_ERROR, f"Cannot load the tool manifest: {exc}") from None
+            except KeyRejected as exc:
+                raise unauthorized(exc) from None
+        return json_response({"etag": manifest.etag, "actions": len(manifest.entries)}, 200)

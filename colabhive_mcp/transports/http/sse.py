@@ -1,0 +1,143 @@
+"""Server-sent events: an answer streamed with its notifications, a session's outbox, keep-alives,
+and noticing the client leave.
+
+A plain stream whose client goes away cancels its request; a resumable one (2025-11-25 sessions,
+where offered) keeps running and its events wait for a ``GET`` with ``Last-Event-ID``.
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+from werkzeug.wrappers import Response
+
+from ... import metrics
+from ...cancellation import Cancellation
+from ...config import Config
+from ...logs import log
+from ...protocol import Session
+from .events import EventStore, StreamLog
+from .hangups import peer_closed
+from .wire import SSE, SSE_HEADERS, sse_event
+
+DISCONNECT_CHECK_S = 0.5
+RETRY_MS = 1000  # how long a client waits before it reconnects to a handed-over stream
+Run = Callable[[Callable[[dict[str, Any]], None], Cancellation], Any]
+
+
+class Streams:
+    def __init__(self, config: Config, events: EventStore | None) -> None:
+        """``events``: where resumable streams keep their events (``None``: streams are not resumable)."""
+        self.config = config
+        self.events = events
+
+    def answer(self, run: Run, resumable_for: Session | None = None) -> Response:
+        """Run the request on its own thread (``run(notify, cancelled)`` returns its answer) and
+        stream its notifications, then its answer."""
+        cancelled = Cancellation()
+        resumable = resumable_for is not None and self.events is not None
+        log = self.events.open(resumable_for.id) if resumable else StreamLog("", "")
+
+        def work() -> None:
+            answer = None
+            try:
+                answer = run(log.append, cancelled)
+            finally:
+                log.finish(answer)
+
+        threading.Thread(target=work, name="mcp-stream", daemon=True).start()
+        return stream(lambda sock: self.relay(log, 0, sock, cancelled, resumable, prime=resumable))
+
+    def resume(self, last_event_id: str, session: Session) -> Response | None:
+        """A stream picked up where ``last_event_id`` left it; ``None`` when it is gone."""
+        found = self.events.find(last_event_id, session.id) if self.events is not None else None
+        if found is None:
+            return None
+        log, position = found
+        return stream(lambda sock: self.relay(log, position, sock, Cancellation(), True))
+
+    def relay(self, log: StreamLog, position: int, sock: socket.socket | None, cancelled: Cancellation,
+              resumable: bool, prime: bool = False) -> Iterator[bytes]:
+        """The SSE bytes of ``log`` from ``position`` on, live, with keep-alive comments.
+
+        A resumable POST stream (``prime``) starts with a priming event and is handed over after
+        ``sse_poll_after`` seconds: a ``retry`` field, then the connection ends and the client
+        reconnects with ``GET`` + ``Last-Event-ID``, whose stream then runs to the answer.
+        """
+        finished = False
+        started = last = time.monotonic()
+        try:
+            # the first bytes go out at once, so the client has its headers before any event
+            yield f"id: {log.event_id(0)}\nretry: {RETRY_MS}\ndata: \n\n".encode() if prime else b": open\n\n"
+            while True:
+                messages, done = log.after(position, DISCONNECT_CHECK_S)
+                for message in messages:
+                    position += 1
+                    yield sse_event(message, log.event_id(position) if resumable else None)
+                if done:
+                    finished = True
+                    return
+                now = time.monotonic()
+                if messages:
+                    last = now
+                elif sock is not None and peer_closed(sock):
+                    return
+                elif now - last >= self.config.sse_keepalive:
+                    last = now
+                    yield b": keep-alive\n\n"
+                if prime and self.config.sse_poll_after and now - started >= self.config.sse_poll_after:
+                    yield f"retry: {RETRY_MS}\n\n".encode()
+                    return
+        finally:
+            if not finished and not resumable:
+                cancelled.set()  # the client left without a word
+
+    def outbox(self, events: queue.Queue, sock: socket.socket | None, closed: threading.Event,
+               first: bytes = b": open\n\n") -> Iterator[bytes]:
+        """``first``, then the messages put in ``events`` as SSE, with keep-alive comments while
+        nothing happens, until the client leaves (then ``closed`` is set)."""
+        yield first
+        last = time.monotonic()
+        while True:
+            try:
+                item = events.get(timeout=DISCONNECT_CHECK_S)
+                last = time.monotonic()
+                yield item if isinstance(item, bytes) else sse_event(item)
+            except queue.Empty:
+                if sock is not None and peer_closed(sock):
+                    closed.set()
+                    return
+                if time.monotonic() - last >= self.config.sse_keepalive:
+                    last = time.monotonic()
+                    yield b": keep-alive\n\n"
+
+
+def stream(generate: Callable[[socket.socket | None], Iterator[bytes]]) -> Response:
+    """An SSE response whose bytes ``generate(client socket)`` makes."""
+    return _StreamResponse(generate, mimetype=SSE, headers=SSE_HEADERS)
+
+
+class _StreamResponse(Response):
+    """A streamed response whose generator gets the client's socket (to notice it leaving)."""
+
+    def __init__(self, generate: Callable[[socket.socket | None], Iterator[bytes]], **kwargs: Any) -> None:
+        super().__init__(None, **kwargs)
+        self._generate = generate
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        self.response = _guarded(self._generate(environ.get("gunicorn.socket") or environ.get("werkzeug.socket")))
+        self.direct_passthrough = True
+        return super().__call__(environ, start_response)
+
+
+def _guarded(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """A stream that ends (logged once, scrubbed) instead of raising into the server mid-response."""
+    try:
+        yield from chunks
+    except Exception:
+        metrics.ERRORS.labels("internal").inc()
+        log.exception("http.stream_failed")

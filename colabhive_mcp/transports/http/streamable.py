@@ -1,0 +1,212 @@
+"""The Streamable HTTP endpoint ``/mcp``, both eras.
+
+POST: a 2026-07-28 request is stateless (its routing headers checked against its body); any other
+follows the legacy handshake, whose ``Mcp-Session-Id`` is a signed token any worker can verify.
+Answers are JSON, or SSE when the request will send notifications first. GET is the legacy
+notification stream or a resumption (where resumable streams are offered); DELETE ends a session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import secrets
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from cachetools import TTLCache
+from werkzeug.wrappers import Request, Response
+
+from ...cancellation import Cancellation
+from ...config import Config
+from ...keys import ApiKey
+from ...logs import log
+from ...protocol import LEGACY_VERSIONS, Server, Session, jsonrpc
+from ...protocol.confirm import may_ask
+from ...protocol.eras import is_modern, wants_notifications
+from ...protocol.jsonrpc import JsonRpcError
+from ...tenant import Tenant
+from .hangups import HangupWatch
+from .relay import CancelRelay
+from .sessions import SessionCodec
+from .sse import DISCONNECT_CHECK_S, Streams, stream
+from .tenancy import Tenancy
+from .wire import (JSON, MODERN_STATUS_BY_CODE, SSE, STATUS_BY_CODE, HttpError, accepts, body, cancelled_request,
+                   failed, header_mismatch, json_response, narrowing, not_allowed, socket_of, status_of)
+
+
+@dataclass
+class Caller:
+    """Who sent a POST: the key, its tenant, and the hold on that tenant (released when the request
+    is answered; an SSE answer takes the hold over with ``lease.pop_all()``)."""
+
+    key: ApiKey
+    tenant: Tenant
+    lease: contextlib.ExitStack
+
+
+class Streamable:
+    def __init__(self, core: Server, config: Config, tenancy: Tenancy, streams: Streams, sessions: SessionCodec,
+                 relay: CancelRelay | None) -> None:
+        self.core, self.config, self.tenancy, self.streams = core, config, tenancy, streams
+        self.sessions, self.relay = sessions, relay
+        self.hangups = HangupWatch(DISCONNECT_CHECK_S)
+        self._log_levels: TTLCache = TTLCache(maxsize=10_000, ttl=config.session_max_age)
+        self._ended: TTLCache = TTLCache(maxsize=100_000, ttl=config.session_max_age)
+
+    # -- POST -----------------------------------------------------------------------------------
+
+    def post(self, request: Request) -> Response:
+        wanted = accepts(request)
+        if not wanted:
+            raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {JSON} or {SSE}")
+        if request.mimetype != JSON:
+            raise HttpError(415, jsonrpc.INVALID_REQUEST, f"Content-Type must be {JSON}")
+        key = self.tenancy.key(request)
+        with contextlib.ExitStack() as lease:  # the key is checked first: a rejected one is a 401 here
+            caller = Caller(key, lease.enter_context(self.tenancy.tenant(key)), lease)
+            try:
+                message = jsonrpc.decode(body(request))
+            except JsonRpcError as exc:
+                return json_response(jsonrpc.error(None, exc), 400)
+            try:
+                if is_modern(message):
+                    return self._modern(request, message, caller, wanted)
+                return self._legacy(request, message, caller, wanted)
+            except HttpError:
+                raise
+            except Exception:  # answered as the core answers its own surprises: -32603 with the request's id
+                answer = failed(message)
+                return Response(status=202) if answer is None else json_response(answer, 200)
+
+    def _modern(self, request: Request, message: dict[str, Any], caller: Caller, wanted: set[str]) -> Response:
+        """2026-07-28: stateless, with the routing headers checked against the body."""
+        mismatch = header_mismatch(request, message)
+        if mismatch:
+            error = JsonRpcError(jsonrpc.HEADER_MISMATCH, mismatch)
+            return json_response(jsonrpc.error(jsonrpc.request_id(message), error), 400)
+        if "id" not in message:
+            return Response(status=202)
+        if message.get("method") == "subscriptions/listen" and SSE not in wanted:
+            raise HttpError(406, jsonrpc.INVALID_REQUEST, f"subscriptions/listen answers with {SSE}: Accept it")
+        session = Session(id="modern:" + secrets.token_urlsafe(8), transport="streamable-http")
+        return self._answer(message, caller, session, request, MODERN_STATUS_BY_CODE,
+                            stream=_wants_stream(message, wanted))
+
+    def _legacy(self, request: Request, message: Any, caller: Caller, wanted: set[str]) -> Response:
+        if jsonrpc.method_of(message) == "initialize" and "id" in message:
+            session = self.sessions.new_session()
+            response = self._answer(message, caller, session, request, STATUS_BY_CODE, stream=JSON not in wanted)
+            if session.version is not None:
+                response.headers["Mcp-Session-Id"] = self.sessions.issue(session, caller.key)
+                log.bind(session=session.id, tenant=caller.key.log_id, transport="streamable-http"
+                         ).info("http.session.issued")
+            return response
+        session = self.restore(request, caller.key)
+        version = request.headers.get("MCP-Protocol-Version")
+        if version is not None and version not in LEGACY_VERSIONS:
+            raise HttpError(400, jsonrpc.INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}")
+        session.log_level = self._log_levels.get(session.id)
+        if isinstance(message, list):
+            answer = self.core.handle_batch(message, session=session, tenant=caller.tenant, narrow=narrowing(request))
+            return Response(status=202) if answer is None else json_response(answer, 200)
+        if not (isinstance(message, dict) and "id" in message and "method" in message):
+            answer = self.core.handle(message, tenant=caller.tenant, session=session)
+            cancelled = cancelled_request(message)
+            if self.relay is not None and cancelled is not None:
+                self.relay.publish(session.id, *cancelled)  # the call may run in another worker
+            return Response(status=202) if answer is None else json_response(answer, status_of(answer, STATUS_BY_CODE))
+        resumable = self.streams.events is not None and session.version >= "2025-11-25"
+        stream = _wants_stream(message, wanted, session.log_level) or (
+            SSE in wanted and message.get("method") == "tools/call" and (
+                resumable or may_ask(self.config.confirm_side_effects, session.capabilities)))
+        response = self._answer(message, caller, session, request, STATUS_BY_CODE, stream=stream, resumable=resumable)
+        if message.get("method") == "logging/setLevel" and session.log_level:
+            self._log_levels[session.id] = session.log_level
+        return response
+
+    def _answer(self, message: dict[str, Any], caller: Caller, session: Session, http_request: Request,
+                statuses: dict[int, int], *, stream: bool, resumable: bool = False) -> Response:
+        """Serve one request as a JSON body, or as an SSE stream when it will send notifications."""
+        narrow = narrowing(http_request)
+        held = caller.lease.pop_all()  # the tenant stays held until the answer is complete, on whichever thread
+
+        def run(notify: Callable[[dict[str, Any]], None], cancelled: Cancellation) -> Any:
+            with held:
+                try:
+                    return self.core.handle(message, tenant=caller.tenant, session=session, notify=notify,
+                                            cancelled=cancelled, narrow=narrow)
+                except Exception:
+                    return failed(message)
+
+        if stream:
+            return self.streams.answer(run, session if resumable else None)
+        sock = socket_of(http_request) if message.get("method") == "tools/call" else None
+        with self.hangups.watching(sock) as hung_up:
+            answer = run(lambda _n: None, hung_up)
+        if answer is None:
+            return Response(status=204)  # cancelled: the client is gone or asked us to stop
+        return json_response(answer, status_of(answer, statuses))
+
+    # -- sessions, GET, DELETE ------------------------------------------------------------------
+
+    def restore(self, request: Request, key: ApiKey) -> Session:
+        token = request.headers.get("Mcp-Session-Id")
+        if not token:
+            raise HttpError(400, jsonrpc.INVALID_REQUEST, "Missing Mcp-Session-Id: send initialize first")
+        session = self.sessions.restore(token, key)
+        if session is None or session.id in self._ended:
+            raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown or expired session: initialize again")
+        return session
+
+    def get(self, request: Request) -> Response:
+        """The legacy GET stream: a resumption (``Last-Event-ID``) or the notification stream."""
+        if "Mcp-Session-Id" not in request.headers or self.streams.events is None:
+            return not_allowed("POST" if self.streams.events is None else "POST, DELETE")
+        if SSE not in accepts(request):
+            raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {SSE}")
+        key = self.tenancy.key(request)
+        session = self.restore(request, key)
+        last_event_id = request.headers.get("Last-Event-ID")
+        if last_event_id:
+            resumed = self.streams.resume(last_event_id, session)
+            if resumed is None:
+                raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown Last-Event-ID: that stream is gone")
+            return resumed
+        return self._changes(key)
+
+    def _changes(self, key: ApiKey) -> Response:
+        """The stream that tells a session its tool list changed (for a key the gateway accepts)."""
+        outbox: queue.Queue = queue.Queue()
+        stop = threading.Event()
+        lease = contextlib.ExitStack()
+        tenant = lease.enter_context(self.tenancy.tenant(key))
+
+        def watch() -> None:
+            with lease:
+                tenant.watch(stop, lambda: outbox.put({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
+
+        def generate(sock: socket.socket | None) -> Iterator[bytes]:
+            try:
+                yield from self.streams.outbox(outbox, sock, stop)
+            finally:
+                stop.set()
+
+        threading.Thread(target=watch, name="mcp-get-stream", daemon=True).start()
+        return stream(generate)
+
+    def delete(self, request: Request) -> Response:
+        if "Mcp-Session-Id" not in request.headers:
+            return not_allowed("POST")
+        session = self.restore(request, self.tenancy.key(request))
+        self._ended[session.id] = True
+        return Response(status=204)
+
+
+def _wants_stream(message: dict[str, Any], wanted: set[str], log_level: str | None = None) -> bool:
+    """SSE when the client takes only SSE, or when this request will send notifications."""
+    if JSON not in wanted or jsonrpc.method_of(message) == "subscriptions/listen":
+        return True
+    return SSE in wanted and wants_notifications(message, log_level)

@@ -1,0 +1,160 @@
+"""What the HTTP edge reads and writes around JSON-RPC: statuses, headers, bodies and SSE events.
+
+Everything here reads a request as it arrived (any header, any body) without trusting it, and
+writes answers that are always JSON-RPC bodies (or SSE events of them), never an HTML page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import secrets
+import socket
+from typing import Any
+
+from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.wrappers import Request, Response
+
+from ... import metrics
+from ...cancellation import reason_of
+from ...logs import log
+from ...protocol import jsonrpc
+from ...protocol.eras import META_VERSION
+from ...protocol.jsonrpc import JsonRpcError
+from ...protocol.request import Narrowing
+
+JSON = "application/json"
+SSE = "text/event-stream"
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+INVALID_TOKEN = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+# 2026: the body field each method's Mcp-Name header mirrors
+NAME_PARAMS = {"tools/call": "name", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
+STATUS_BY_CODE = {jsonrpc.PARSE_ERROR: 400, jsonrpc.INVALID_REQUEST: 400, jsonrpc.KEY_REJECTED: 401}
+MODERN_STATUS_BY_CODE = {**STATUS_BY_CODE, jsonrpc.INVALID_PARAMS: 400, jsonrpc.METHOD_NOT_FOUND: 404,
+                         jsonrpc.HEADER_MISMATCH: 400, jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+                         jsonrpc.UNSUPPORTED_PROTOCOL_VERSION: 400}
+TRUE = ("1", "true", "yes", "on")
+
+
+class HttpError(Exception):
+    """An answer decided before the protocol core: an HTTP status with a JSON-RPC error body."""
+
+    def __init__(self, status: int, code: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.headers = status, code, message, headers or {}
+
+    def response(self, request_id: Any = None) -> Response:
+        body = jsonrpc.error(request_id, JsonRpcError(self.code, self.message))
+        return Response(jsonrpc.encode(body), self.status, headers=self.headers, mimetype=JSON)
+
+
+# -- reading a request ---------------------------------------------------------------------------
+
+def accepts(request: Request) -> set[str]:
+    """Which of JSON and SSE the client takes (a missing Accept, or */*, takes both)."""
+    header = request.headers.get("Accept", "")
+    if not header.strip():
+        return {JSON, SSE}
+    offered = {part.split(";")[0].strip().lower() for part in header.split(",")}
+    if offered & {"*/*", "application/*"}:
+        return {JSON, SSE} if "*/*" in offered else {JSON} | (offered & {SSE})
+    return offered & {JSON, SSE} | ({SSE} if "text/*" in offered else set())
+
+
+def body(request: Request) -> bytes:
+    """The whole body, or 413: for a body of unknown length (chunked), Werkzeug's ``get_data()``
+    silently stops at ``max_content_length`` and returns what it read so far."""
+    data = request.get_data(cache=False)
+    limit = request.max_content_length
+    if request.content_length is None and limit is not None and len(data) >= limit:
+        raise RequestEntityTooLarge()
+    return data
+
+
+def narrowing(request: Request) -> Narrowing | None:
+    """A per-request narrowing of the tool set (``X-ColabHive-Tools: glob,glob``,
+    ``X-ColabHive-Read-Only: true``, or the ``tools``/``read_only`` query parameters)."""
+    tools = request.headers.get("X-ColabHive-Tools") or request.args.get("tools") or ""
+    read_only = (request.headers.get("X-ColabHive-Read-Only") or request.args.get("read_only") or "").lower() in TRUE
+    globs = tuple(p.strip() for p in tools.split(",") if p.strip())
+    return Narrowing(globs, read_only) if globs or read_only else None
+
+
+def cancelled_request(message: Any) -> tuple[Any, str] | None:
+    """The request id a ``notifications/cancelled`` names and the kind of its reason, if it is one."""
+    if jsonrpc.method_of(message) == "notifications/cancelled":
+        params = jsonrpc.params_of(message)
+        if jsonrpc.is_valid_id(params.get("requestId")):
+            return params["requestId"], reason_of(params.get("reason"))
+    return None
+
+
+def header_mismatch(request: Request, message: dict[str, Any]) -> str | None:
+    """Why the 2026 routing headers disagree with the body, or ``None``."""
+    params, method = jsonrpc.params_of(message), jsonrpc.method_of(message)
+    if request.headers.get("MCP-Protocol-Version") != jsonrpc.meta_of(message).get(META_VERSION):
+        return "MCP-Protocol-Version header does not match params._meta protocolVersion"
+    if method is None or request.headers.get("Mcp-Method") != method:
+        return "Mcp-Method header does not match the request's method"
+    name_key = NAME_PARAMS.get(method)
+    if name_key and isinstance(params.get(name_key), str):
+        if _decode_header(request.headers.get("Mcp-Name")) != params[name_key]:
+            return f"Mcp-Name header does not match params.{name_key}"
+    return None
+
+
+def _decode_header(value: str | None) -> str | None:
+    """Undo the ``=?base64?…?=`` wrapping clients use for values unsafe in a header."""
+    if value and value.startswith("=?base64?") and value.endswith("?="):
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    return value
+
+
+def hostname(netloc: str) -> str:
+    host = netloc.lower()
+    if host.startswith("["):
+        return host[: host.find("]") + 1]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def bind_host(bind: str) -> str:
+    return bind.rpartition(":")[0].lower()
+
+
+def socket_of(request: Request) -> socket.socket | None:
+    """The client's socket, where the server exposes it (gunicorn, Werkzeug)."""
+    return request.environ.get("gunicorn.socket") or request.environ.get("werkzeug.socket")
+
+
+# -- writing an answer ---------------------------------------------------------------------------
+
+def json_response(answer: Any, status: int) -> Response:
+    return Response(jsonrpc.encode(answer), status, headers=INVALID_TOKEN if status == 401 else None, mimetype=JSON)
+
+
+def status_of(answer: Any, statuses: dict[int, int]) -> int:
+    if isinstance(answer, dict) and "error" in answer:
+        return statuses.get(answer["error"]["code"], 200)
+    return 200
+
+
+def sse_event(message: Any, event_id: str | None = None) -> bytes:
+    head = f"id: {event_id}\n".encode() if event_id else b""
+    return head + b"event: message\ndata: " + jsonrpc.encode(message) + b"\n\n"
+
+
+def not_allowed(allow: str) -> Response:
+    return Response(b"", 405, headers={"Allow": allow})
+
+
+def failed(message: Any, **fields: Any) -> dict[str, Any] | None:
+    """Log an unexpected exception once (scrubbed, with a request id) and give the JSON-RPC answer
+    the message gets instead: ``-32603`` for a request, nothing for a notification."""
+    metrics.ERRORS.labels("internal").inc()
+    log.bind(request_id=secrets.token_hex(6), rpc_method=jsonrpc.method_of(message), **fields
+             ).exception("http.internal_error")
+    return jsonrpc.internal_error(message)
