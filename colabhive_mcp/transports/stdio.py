@@ -41,7 +41,7 @@ class StdioTransport:
         self.stdout = stdout
         self.max_message_bytes = max_message_bytes
         self.session = Session(id="stdio")
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mcp-call")
+        self.workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mcp-call")
         self._write_lock = threading.Lock()
         self._stopped = threading.Event()
 
@@ -55,11 +55,11 @@ class StdioTransport:
                     break
                 if line.strip():
                     self._receive(line)
-            self.pool.shutdown(wait=True)
+            self.workers.shutdown(wait=True)
         except (Shutdown, KeyboardInterrupt):
             log.info("stdio.shutdown")
             self.server.cancel_all()
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.workers.shutdown(wait=True, cancel_futures=True)
         finally:
             self._stopped.set()
 
@@ -111,9 +111,9 @@ class StdioTransport:
             self.write(jsonrpc.error(None, exc))
             return
         if isinstance(message, list):
-            self.pool.submit(self._run, self.server.handle_batch, message)
+            self.workers.submit(self._run, self.server.handle_batch, message)
         elif isinstance(message, dict) and "id" in message and jsonrpc.method_of(message) not in INLINE_METHODS:
-            self.pool.submit(self._run, self.server.handle, message)
+            self.workers.submit(self._run, self.server.handle, message)
         else:  # notifications (e.g. cancellation) take effect before the next line is read
             self._run(self.server.handle, message)
 
