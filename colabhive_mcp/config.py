@@ -12,10 +12,11 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit
 
 from . import upgrade
 from .keys import ApiKey
-from .parsers import API_PREFIX, bind, boolean, choice, number, seconds_by_name, secret, text, url, words
+from .parsers import API_PREFIX, address, bind, boolean, choice, number, seconds_by_name, secret, text, url, words
 
 DEFAULT_API_URL = "https://api.colabhive.com"
 CONFIG_ENV = "COLABHIVE_MCP_CONFIG"
@@ -48,6 +49,12 @@ class Config:
         None, text, "ColabHive API key (hive_...)", env="COLABHIVE_API_KEY", secret=True, metavar="KEY")
     api_url: str = _setting(
         DEFAULT_API_URL + API_PREFIX, url, "Builder Gateway base URL", env="COLABHIVE_API_URL", metavar="URL")
+    gateway_proxy: str | None = _setting(
+        None, address, "the proxy to reach the gateway through (HTTP(S)_PROXY are never used: the key would go "
+        "to them)", env="COLABHIVE_GATEWAY_PROXY", metavar="URL", example="http://proxy.internal:3128")
+    allow_http_gateway: bool = _setting(
+        False, boolean, "accept a plain http:// gateway that is not on this machine (the key would travel in "
+        "clear)", env="COLABHIVE_ALLOW_HTTP_GATEWAY")
     account_id: str | None = _setting(
         None, text, "optional X-Account-ID sent to the gateway", env="COLABHIVE_ACCOUNT_ID", metavar="ID")
     request_timeout: float = _setting(
@@ -287,6 +294,9 @@ def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | No
         except ValueError as exc:
             shown = "(secret)" if f.metadata["secret"] else repr(raw)
             problems.append(f"{f.name} = {shown} from {source}: {exc}")
+    if not values.get("allow_http_gateway") and _remote_http(values.get("api_url", "")):
+        problems.append(f"api_url = {values['api_url']!r} from {sources['api_url']}: a plain http:// gateway that is "
+                        "not on this machine would see the key in clear; use https, or set allow_http_gateway")
     pin = values.get("manifest_pin")
     if pin and os.path.isfile(pin):  # 0.3.4 took a snapshot file here too
         problems.append(f"manifest_pin = {pin!r} from {sources['manifest_pin']} is a file: manifest_pin is an "
@@ -294,6 +304,11 @@ def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | No
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     return Resolved(Config(**values), sources)
+
+
+def _remote_http(address: str) -> bool:
+    parts = urlsplit(address)
+    return parts.scheme == "http" and (parts.hostname or "") not in ("localhost", "127.0.0.1", "::1")
 
 
 def _environment(f: dataclasses.Field, environ: Mapping[str, str], problems: list[str]) -> tuple[str, str] | None:

@@ -60,9 +60,12 @@ class Gateway:
     """A client of one Builder Gateway for one API key."""
 
     def __init__(self, base_url: str, key: ApiKey, *, account_id: str | None = None,
-                 timeout: float = 30.0, retries: int = 3, backoff: float = 0.2,
+                 timeout: float = 30.0, retries: int = 3, backoff: float = 0.2, proxy: str | None = None,
                  session: requests.Session | None = None) -> None:
+        """``proxy``: the only proxy ever used (the environment's ``HTTP(S)_PROXY`` are not: the key
+        would travel to them)."""
         self.base_url = base_url.rstrip("/")
+        self.proxy = proxy
         self.key_id = key.log_id
         self.timeout = timeout
         self.retries = retries
@@ -88,7 +91,7 @@ class Gateway:
                 if self._session is None:
                     self._session = _http().Session()
                     self._session.headers.update(self.headers)
-                    _read_environment_once(self._session, self.base_url)
+                    _settle(self._session, self.proxy)
         return self._session
 
     def close(self) -> None:
@@ -223,10 +226,11 @@ def _http() -> Any:
     return requests
 
 
-def _read_environment_once(session: requests.Session, url: str) -> None:
-    """Take the proxy and CA-bundle settings from the environment now: by default requests reads
-    all of ``os.environ`` (and ``~/.netrc``) again on every request."""
-    session.proxies.update(_http().utils.get_environ_proxies(url))
+def _settle(session: requests.Session, proxy: str | None) -> None:
+    """The session's proxy (only the configured one) and CA bundle, decided once: by default requests
+    reads all of ``os.environ`` (proxies included) and ``~/.netrc`` again on every request."""
+    if proxy:
+        session.proxies.update({"http": proxy, "https": proxy})
     bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
     if bundle:
         session.verify = bundle

@@ -81,14 +81,21 @@ def choice(*options: str) -> Callable[[Any], str]:
     return parse
 
 
-def url(value: Any) -> str:
+def address(value: Any) -> str:
+    """An http(s) URL with no query or fragment."""
     given = text(value).rstrip("/")
     parts = urlsplit(given)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError("expected an http(s) URL such as https://api.colabhive.com")
     if parts.query or parts.fragment:
         raise ValueError("must not carry a query or fragment")
-    return given if parts.path not in ("", "/") else given + API_PREFIX
+    return given
+
+
+def url(value: Any) -> str:
+    """The gateway's base URL: the Builder Gateway's prefix is added to a bare host."""
+    given = address(value)
+    return given if urlsplit(given).path not in ("", "/") else given + API_PREFIX
 
 
 def bind(value: Any) -> str:

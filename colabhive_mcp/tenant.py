@@ -51,7 +51,7 @@ class Tenant:
         self.calls = calls or DetachedCalls(MemoryStore(), config.host_timeout_grace)
         self.key_id = key.log_id
         self.binding = key.binding  # what tokens bound to this key carry
-        self.gateway = Gateway(config.api_url, key, account_id=config.account_id,
+        self.gateway = Gateway(config.api_url, key, account_id=config.account_id, proxy=config.gateway_proxy,
                                timeout=config.request_timeout, retries=config.retries)
         snapshot = load_snapshot(config.manifest_snapshot) if config.manifest_snapshot else None
         self.manifest = ManifestCache(self.gateway, ttl=config.manifest_ttl, pin=config.manifest_pin,

@@ -32,7 +32,8 @@ def free_port():
 class HttpServer:
     """``colabhive-mcp serve`` on a free loopback port; ``url`` is its /mcp endpoint."""
 
-    def __init__(self, api_url, *args, env=None, debug=False, gunicorn_conf=False):
+    def __init__(self, api_url, *args, env=None, debug=False, gunicorn_conf=False, host="127.0.0.1"):
+        """``host``: the address to listen on (the server is always reached on 127.0.0.1)."""
         self.port = free_port()
         self.root = f"http://127.0.0.1:{self.port}"
         self.url = self.root + "/mcp"
@@ -43,10 +44,12 @@ class HttpServer:
                         "COLABHIVE_SSE_KEEPALIVE": "1"})
         environ.update(env or {})
         if gunicorn_conf:  # plain gunicorn with the project's config file; settings from the environment
+            # the settings say loopback; gunicorn's own --bind (which wins over its config file) says ``host``
             environ.update({"COLABHIVE_BIND": f"127.0.0.1:{self.port}", "COLABHIVE_API_URL": api_url})
-            argv = [sys.executable, "-m", "gunicorn", "-c", str(CONF), "colabhive_mcp.transports.http:create_app()"]
+            argv = [sys.executable, "-m", "gunicorn", "-c", str(CONF), "--bind", f"{host}:{self.port}",
+                    "colabhive_mcp.transports.http:create_app()"]
         else:
-            argv = [sys.executable, "-m", "colabhive_mcp", "serve", "--bind", f"127.0.0.1:{self.port}",
+            argv = [sys.executable, "-m", "colabhive_mcp", "serve", "--bind", f"{host}:{self.port}",
                     "--api-url", api_url, *(["--debug"] if debug else []), *args]
         self.process = subprocess.Popen(argv, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.lines: list[str] = []  # stderr, drained all along: a full pipe would block the server's logging

@@ -98,3 +98,28 @@ def test_a_request_state_is_bound_to_the_exact_arguments(config, journal):
                                         "requestState": first["requestState"]}, **caps)["result"]
     assert done["resultType"] == "complete" and not done.get("isError")
     assert [e["slug"] for e in journal("invoke")] == ["crm-create-contact"]
+
+
+def test_a_yes_runs_one_mutation_once_even_on_another_worker(gateway_sandbox, sandbox, journal, tmp_path):
+    """The same requestState replayed (same arguments) is asked again: one "yes", one write; the
+    spent state is remembered in the instance store, so another process refuses it too."""
+    caps = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    shared = {"COLABHIVE_RUNTIME_DIR": str(tmp_path), "COLABHIVE_CONFIRM_SIDE_EFFECTS": "require"}
+    first_worker = HttpServer(gateway_sandbox.url, "--http-workers", "1", env=shared)
+    second_worker = HttpServer(gateway_sandbox.url, "--http-workers", "1", env=shared)
+    try:
+        from .test_http import modern
+
+        asked = modern(first_worker.url, "tools/call", {"name": "crm-create-contact", "arguments": CONTACT,
+                                                        "_meta": caps}).json()["result"]
+        yes = {"name": "crm-create-contact", "arguments": CONTACT, "_meta": caps, "requestState": asked["requestState"],
+               "inputResponses": {"confirm": {"action": "accept", "content": {"confirm": True}}}}
+        done = modern(first_worker.url, "tools/call", yes).json()["result"]
+        assert done["resultType"] == "complete" and not done.get("isError")
+        for worker in (first_worker, second_worker, first_worker):
+            again = modern(worker.url, "tools/call", yes).json()["result"]
+            assert again["resultType"] == "input_required", again  # asked again: the yes was spent
+    finally:
+        first_worker.stop()
+        second_worker.stop()
+    assert [e["slug"] for e in journal("invoke")] == ["crm-create-contact"]

@@ -226,14 +226,15 @@ def test_a_timeout_is_reported_not_retried(gateway):
     assert len(responses.calls) == 1
 
 
-def test_a_proxy_from_the_environment_is_used_unless_no_proxy_names_the_host(gateway_sandbox, monkeypatch):
-    """The environment is read once per session, and still honoured (the sandbox plays the proxy)."""
+def test_only_the_configured_proxy_is_used_never_the_environments(gateway_sandbox, monkeypatch):
+    """The key goes to the gateway, or through the proxy an operator named; never to whatever proxy
+    the environment happens to name (the sandbox plays the proxy)."""
     from colabhive_mcp.sandbox import API_PREFIX, DEMO_KEY
 
     behind_proxy = "http://gateway.invalid" + API_PREFIX
+    assert Gateway(behind_proxy, ApiKey.of(DEMO_KEY), retries=0, proxy=gateway_sandbox.root_url).fetch_manifest().entries
     monkeypatch.setenv("HTTP_PROXY", gateway_sandbox.root_url)
+    monkeypatch.setenv("HTTPS_PROXY", gateway_sandbox.root_url)
     monkeypatch.delenv("NO_PROXY", raising=False)
-    assert Gateway(behind_proxy, ApiKey.of(DEMO_KEY), retries=0).fetch_manifest().entries
-    monkeypatch.setenv("NO_PROXY", "gateway.invalid")
     with pytest.raises(GatewayError, match="cannot reach"):
         Gateway(behind_proxy, ApiKey.of(DEMO_KEY), retries=0).fetch_manifest()

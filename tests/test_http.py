@@ -1,6 +1,7 @@
 """The hosted HTTP server under real gunicorn: both eras, sessions, tenancy and the edge checks."""
 
 import json
+import os
 import socket
 import threading
 import time
@@ -386,6 +387,60 @@ def test_single_tenant_refuses_a_public_address(gateway_sandbox):
     result = subprocess.run([sys.executable, "-m", "colabhive_mcp", "serve", "--single-tenant", "--bind",
                              "0.0.0.0:8765", "--api-key", DEMO_KEY], capture_output=True, timeout=30)
     assert result.returncode == 2 and b"loopback" in result.stderr
+
+
+def other_address():
+    """An address of this machine other than loopback (``None`` when it has none)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # nothing is sent: this only picks the outgoing interface
+            address = probe.getsockname()[0]
+        except OSError:
+            return None
+    return None if address.startswith("127.") else address
+
+
+def test_single_tenant_under_plain_gunicorn_bound_elsewhere_serves_only_local_direct_callers(gateway_sandbox):
+    """The bind setting says loopback; gunicorn was told otherwise. The key is served to a caller on
+    this machine that came directly, to nobody from elsewhere and to nothing through a proxy."""
+    server = HttpServer(gateway_sandbox.url, gunicorn_conf=True, host="0.0.0.0",
+                        env={"COLABHIVE_SINGLE_TENANT": "true", "COLABHIVE_API_KEY": DEMO_KEY,
+                             "COLABHIVE_ALLOWED_HOSTS": "*"})
+    try:
+        listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}}
+        headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"}
+        assert post(server.url, listing, key=None, **headers).status_code == 200
+        proxied = post(server.url, listing, key=None, **headers, **{"X-Forwarded-For": "203.0.113.9"})
+        assert proxied.status_code == 403 and "alpha-classifier" not in proxied.text
+        address = other_address()
+        if address is not None:
+            remote = post(server.url.replace("127.0.0.1", address), listing, key=None, **headers)
+            assert remote.status_code == 403 and "alpha-classifier" not in remote.text
+    finally:
+        server.stop()
+
+
+def test_hosted_mode_will_not_start_without_a_session_secret_but_local_modes_make_one_up(gateway_sandbox):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COLABHIVE_")}
+    hosted = subprocess.run([sys.executable, "-m", "colabhive_mcp", "serve", "--api-url", gateway_sandbox.url],
+                            capture_output=True, timeout=30, env=env)
+    assert hosted.returncode == 2 and b"COLABHIVE_SESSION_SECRET" in hosted.stderr
+    for refused in (["sandbox", "--host", "0.0.0.0"], ["serve", "--sandbox", "--bind", "0.0.0.0:8799"]):
+        result = subprocess.run([sys.executable, "-m", "colabhive_mcp", *refused], capture_output=True, timeout=30,
+                                env=env)
+        assert result.returncode == 2 and b"loopback" in result.stderr, refused
+    environ = {k: v for k, v in os.environ.items() if k != "COLABHIVE_SESSION_SECRET"}
+    local = HttpServer(gateway_sandbox.url, "--single-tenant", "--http-workers", "1",
+                       env={**environ, "COLABHIVE_API_KEY": DEMO_KEY, "COLABHIVE_SESSION_SECRET": ""})
+    try:
+        assert initialize(local.url, key=None)
+    finally:
+        log = local.stop()
+    assert "http.session_secret_generated" in log
 
 
 def test_eviction_under_a_call_in_flight_does_not_break_it(gateway_sandbox):

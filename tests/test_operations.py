@@ -62,3 +62,12 @@ def test_probes_and_refresh(gateway_sandbox, sandbox):
         assert unavailable.status_code == 503 and unavailable.json() == {"status": "unavailable"}
     finally:
         dead.stop()
+
+
+def test_metrics_on_an_address_others_can_reach_need_the_metrics_token(gateway_sandbox):
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "1", host="0.0.0.0")
+    try:
+        refused = requests.get(server.root + "/metrics", timeout=10)
+        assert refused.status_code == 403 and b"metrics_token" in refused.content
+    finally:
+        server.stop()

@@ -181,7 +181,11 @@ def run_serve(args: argparse.Namespace) -> int:
     hosting.prepare_metrics_dir()  # before anything imports prometheus_client
     from ..transports.http.app import check_config
 
+    if args.sandbox and not _loopback(resolve(args).config.bind.rpartition(":")[0]):
+        raise ConfigError("the sandbox serves demo keys to anyone: bind serve --sandbox to loopback (127.0.0.1)")
     with gateway_config(args, demo_key=bool(args.single_tenant)) as config:
+        if args.debug or args.sandbox or config.single_tenant:
+            config = hosting.made_up_secret(config)
         check_config(config)
         logs.log.bind(bind=config.bind, gateway=config.api_url, single_tenant=config.single_tenant,
                       workers=1 if args.debug else config.http_workers).info("http.starting")
@@ -236,9 +240,15 @@ def run_config(args: argparse.Namespace) -> int:
 def run_sandbox(args: argparse.Namespace) -> int:
     from ..sandbox import serve
 
+    if not _loopback(args.host):
+        raise ConfigError(f"the sandbox accepts demo keys from anyone: bind it to loopback, not {args.host}")
     serve(host=args.host, port=args.port, quiet=args.quiet, cold_start_s=args.cold_start, page_size=args.page_size,
           conformance_tools=args.conformance_tools)
     return 0
+
+
+def _loopback(host: str) -> bool:
+    return host.strip("[]").lower() in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
 
 def run_demo(_args: argparse.Namespace) -> int:

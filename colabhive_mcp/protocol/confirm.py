@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from typing import Any
 
 from ..policy import side_effects
 from ..signing import Signer
+from ..store import MemoryStore, SqliteStore
 from ..tools import Tool
 
 INPUT_KEY = "confirm"
-STATE_MAX_AGE_S = 600.0
+USED_STATES = "used-states"  # in the instance store: confirmation states already spent
+STATE_MAX_AGE_S = 300.0
 ASK_TIMEOUT_S = 300.0
 
 
@@ -60,17 +63,22 @@ def declined(tool: Tool) -> dict[str, Any]:
 
 
 class RequestStates:
-    """The 2026 ``requestState``: which key may run which tool with which arguments, for a while."""
+    """The 2026 ``requestState``: which key may run which tool with which arguments, once, for a few
+    minutes. A state that was used is remembered in the instance store until it expires."""
 
-    def __init__(self, secret: str | bytes) -> None:
+    def __init__(self, secret: str | bytes, store: MemoryStore | SqliteStore) -> None:
         self._signer = Signer(secret, "r1.", STATE_MAX_AGE_S)
+        self._store = store
 
     def issue(self, binding: str, tool: Tool, arguments: dict[str, Any]) -> str:
-        return self._signer.dumps({"k": binding, "n": tool.name, "a": _digest(arguments)})
+        return self._signer.dumps({"k": binding, "n": tool.name, "a": _digest(arguments), "u": secrets.token_hex(8)})
 
     def valid(self, state: Any, binding: str, tool: Tool, arguments: dict[str, Any]) -> bool:
+        """Whether ``state`` lets this call run; a state lets one call run, once."""
         payload = self._signer.loads(state)
-        return payload is not None and payload == {**payload, "k": binding, "n": tool.name, "a": _digest(arguments)}
+        if payload is None or payload != {**payload, "k": binding, "n": tool.name, "a": _digest(arguments)}:
+            return False
+        return self._store.add(USED_STATES, hashlib.sha256(state.encode()).hexdigest(), True, STATE_MAX_AGE_S)
 
 
 def _digest(arguments: dict[str, Any]) -> str:

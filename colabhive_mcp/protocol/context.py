@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ..config import Config
+from ..store import MemoryStore, SqliteStore
 from .confirm import RequestStates
 from .inflight import InFlight
 from .task_ids import TaskIds
@@ -20,10 +21,12 @@ class Context:
     list_changed: bool = False  # the transport tells sessions when the tool list changes
     inflight: InFlight = field(default_factory=InFlight)
     stopping: threading.Event = field(default_factory=threading.Event)  # set by a draining shutdown
+    store: MemoryStore | SqliteStore = field(default_factory=MemoryStore)  # the instance's: single-use states
+    secret: str = field(init=False, repr=False)  # signs task ids, confirmation states (and HTTP session ids)
     task_ids: TaskIds = field(init=False)
     request_states: RequestStates = field(init=False)
 
     def __post_init__(self) -> None:
-        secret = self.config.session_secret or secrets.token_hex(32)
-        self.task_ids = TaskIds(secret)
-        self.request_states = RequestStates(secret)
+        self.secret = self.config.session_secret or secrets.token_hex(32)  # stdio: one process, made up
+        self.task_ids = TaskIds(self.secret)
+        self.request_states = RequestStates(self.secret, self.store)

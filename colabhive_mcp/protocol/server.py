@@ -22,6 +22,7 @@ from ..config import Config
 from ..keys import KeyRejected
 from ..logs import log, logger
 from ..policy import Policy
+from ..store import MemoryStore, SqliteStore
 from ..tenant import Tenant
 from . import calling, jsonrpc, lifecycle, listing, tasks
 from .context import Context
@@ -47,10 +48,11 @@ MODERN_METHODS: dict[str, Handler] = {
 class Server:
     """The MCP method table over tenants; thread-safe, one instance per process."""
 
-    def __init__(self, config: Config, list_changed: bool = False) -> None:
-        """``list_changed``: the transport tells sessions when the tool list changes (stdio does)."""
+    def __init__(self, config: Config, list_changed: bool = False, store: MemoryStore | SqliteStore | None = None) -> None:
+        """``list_changed``: the transport tells sessions when the tool list changes (stdio does);
+        ``store``: the instance's (what its processes must agree on), else this process's memory."""
         self.config = config
-        self.context = Context(config, list_changed)
+        self.context = Context(config, list_changed, store=store or MemoryStore())
 
     # -- entry points -----------------------------------------------------------------------
 

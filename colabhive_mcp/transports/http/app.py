@@ -12,7 +12,6 @@ of an instance must agree on is in the instance store.
 from __future__ import annotations
 
 import os
-import secrets
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -32,7 +31,8 @@ from .sessions import SessionCodec
 from .sse import Streams
 from .streamable import Streamable
 from .tenancy import Tenancy
-from .wire import LOOPBACK_HOSTS, HttpError, bind_host, failed, hostname, json_response, not_allowed
+from .wire import (LOOPBACK_HOSTS, HttpError, bind_host, failed, hostname, json_response, local_and_direct,
+                   not_allowed)
 
 
 class McpApp:
@@ -42,9 +42,10 @@ class McpApp:
         check_config(config)
         self.config = config
         resumable = config.single_tenant if config.resumable_streams is None else config.resumable_streams
-        self.core = Server(config, list_changed=resumable)  # announced on the GET stream, which needs affinity
-        self.tenancy = Tenancy(config, open_store(config.runtime_dir))
-        sessions = SessionCodec(config.session_secret or secrets.token_hex(32), config.session_max_age)
+        store = open_store(config.runtime_dir)  # what the workers of this instance agree on
+        self.core = Server(config, list_changed=resumable, store=store)  # announced on the GET stream (affinity)
+        self.tenancy = Tenancy(config, store)
+        sessions = SessionCodec(self.core.context.secret, config.session_max_age)
         streams = Streams(config, EventStore() if resumable else None)
         relay = CancelRelay(os.path.join(config.runtime_dir, RELAY_DIR), lambda session_id, request_id, reason:
                             self.core.cancel(Session(id=session_id), request_id, reason)) if config.runtime_dir else None
@@ -64,6 +65,9 @@ class McpApp:
         request.max_content_length = self.config.max_message_bytes
         try:
             self._check_host_and_origin(request)
+            if self.config.single_tenant and not local_and_direct(request):
+                raise HttpError(403, jsonrpc.INVALID_REQUEST, "This server serves its one configured key to callers "
+                                "on its own machine, directly: not from elsewhere, not through a proxy")
             response = self._route(request)
         except HttpError as exc:
             metrics.ERRORS.labels(f"http_{exc.status}").inc()
@@ -126,6 +130,9 @@ class McpApp:
 
 def check_config(config: Config) -> None:
     """Refuse the unsafe combinations before serving anyone (and say why)."""
+    if not config.single_tenant and not config.session_secret:
+        raise ConfigError("hosted mode signs session ids, task ids and confirmations with session_secret: set "
+                          "COLABHIVE_SESSION_SECRET, the same on every instance (e.g. `openssl rand -hex 32`)")
     if config.single_tenant and not config.api_key:
         raise ConfigError("single-tenant mode needs an API key (COLABHIVE_API_KEY)")
     if config.single_tenant and bind_host(config.bind) not in LOOPBACK_HOSTS:

@@ -83,12 +83,13 @@ def forget_worker_metrics(_server: Any, worker: Any) -> None:
     multiprocess.mark_process_dead(worker.pid)
 
 
-def share_session_secret(config: Config) -> Config:
-    """All workers of one instance must sign sessions alike: make one up if none is configured."""
+def made_up_secret(config: Config) -> Config:
+    """A session secret for a server that may make one up (one process, a sandbox, or a local
+    single-key server): sessions and task ids then last as long as this start. Hosted mode has to
+    be given one (:func:`colabhive_mcp.transports.http.app.check_config`)."""
     if config.session_secret:
         return config
-    log.bind(hint=f"set {SECRET_ENV} so sessions survive restarts and work across instances"
-             ).warning("http.session_secret_generated")
+    log.bind(hint=f"set {SECRET_ENV} so sessions survive restarts").warning("http.session_secret_generated")
     return config.replace(session_secret=secrets.token_hex(32))
 
 
@@ -115,7 +116,7 @@ def remove_runtime_dir(_server: Any = None) -> None:
 def export(config: Config) -> Config:
     """Put the configuration where the worker processes will find it: this process's environment."""
     prepare_metrics_dir()
-    config = share_session_secret(prepare_runtime_dir(config))
+    config = prepare_runtime_dir(config)
     os.environ.update(environment(config))
     return config
 
@@ -149,4 +150,4 @@ def run_debug(config: Config) -> None:
     from .app import McpApp
 
     host, _, port = config.bind.rpartition(":")
-    run_simple(host.strip("[]"), int(port), McpApp(share_session_secret(config)), threaded=True)
+    run_simple(host.strip("[]"), int(port), McpApp(config), threaded=True)

@@ -15,7 +15,7 @@ from ...keys import KeyRejected
 from ...protocol import jsonrpc
 from ...tenant import Unreachable
 from .tenancy import Tenancy, unauthorized
-from .wire import JSON, HttpError, json_response
+from .wire import JSON, HttpError, bind_host, is_loopback, json_response
 
 READINESS_TTL_S = 5.0
 READINESS_TIMEOUT_S = 2.0
@@ -41,7 +41,10 @@ class Operations:
         return json_response({"status": "ready" if ready else "unavailable"}, 200 if ready else 503)
 
     def metrics(self, request: Request) -> Response:
+        """The metrics, with the metrics token when one is set; on an address others can reach, only then."""
         token = self.config.metrics_token
+        if not token and not is_loopback(bind_host(self.config.bind)):
+            return Response(b"metrics need metrics_token on an address other machines can reach\n", 403)
         given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
         if token and not hmac.compare_digest(given, f"Bearer {token}".encode()):
             return Response(b"metrics need the metrics token\n", 401, headers={"WWW-Authenticate": "Bearer"})

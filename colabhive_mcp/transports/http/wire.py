@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import secrets
 import socket
 from typing import Any
@@ -123,6 +124,25 @@ def hostname(netloc: str) -> str:
 
 def bind_host(bind: str) -> str:
     return bind.rpartition(":")[0].lower()
+
+
+def is_loopback(address: str | None) -> bool:
+    """Whether an address (``127.0.0.1``, ``::1``, ``::ffff:127.0.0.1``, ``localhost``) is this machine's."""
+    if address in LOOPBACK_HOSTS:
+        return True
+    try:
+        ip = ipaddress.ip_address((address or "").strip("[]"))
+    except ValueError:
+        return False
+    return ip.is_loopback or (isinstance(ip, ipaddress.IPv6Address) and bool(ip.ipv4_mapped and ip.ipv4_mapped.is_loopback))
+
+
+def local_and_direct(request: Request) -> bool:
+    """Whether the request came from this machine, to a socket of this machine, not through a proxy."""
+    sock = socket_of(request)
+    local = sock.getsockname()[0] if sock is not None else None
+    proxied = any(h in request.headers for h in ("Forwarded", "X-Forwarded-For", "X-Real-IP"))
+    return not proxied and is_loopback(request.remote_addr) and (local is None or is_loopback(local))
 
 
 def socket_of(request: Request) -> socket.socket | None:
