@@ -105,7 +105,8 @@ class Config:
         32, number(int, 0, 100000), "tool calls one key may have running at once (0: no limit)",
         env="COLABHIVE_TENANT_MAX_CONCURRENT")
     tenant_calls_per_minute: int = _setting(
-        600, number(int, 0, 10_000_000), "tool calls one key may start per minute (0: no limit)",
+        0, number(int, 0, 10_000_000), "tool calls one key may start per minute (0: no limit; the gateway owns "
+        "quotas, and its 429 reaches the client with its Retry-After)",
         env="COLABHIVE_TENANT_CALLS_PER_MINUTE", aliases=("max_calls_per_minute",))
     sync_timeout: int = _setting(
         1, number(int, 1, 300), "seconds the gateway may hold an invoke before answering 'queued'",
@@ -162,6 +163,12 @@ class Config:
     max_message_bytes: int = _setting(
         4 * 1024 * 1024, number(int, 1024, 1 << 30), "largest JSON-RPC message accepted",
         env="COLABHIVE_MAX_MESSAGE_BYTES")
+    manifest_max_bytes: int = _setting(
+        32 << 20, number(int, 1 << 16, 1 << 32), "most bytes one manifest page of the gateway may hold, decoded",
+        env="COLABHIVE_MANIFEST_MAX_BYTES")
+    result_max_bytes: int = _setting(
+        64 << 20, number(int, 1 << 16, 1 << 32), "most bytes any other answer of the gateway (an invocation and "
+        "its result) may hold, decoded", env="COLABHIVE_RESULT_MAX_BYTES")
     workers: int = _setting(
         32, number(int, 1, 1024), "threads serving stdio requests concurrently", env="COLABHIVE_WORKERS")
     bind: str = _setting(
@@ -181,6 +188,19 @@ class Config:
     allowed_origins: tuple[str, ...] = _setting(
         (), words, "HTTP: browser origins allowed (CORS), e.g. https://app.example.com",
         env="COLABHIVE_ALLOWED_ORIGINS", metavar="ORIGINS", aliases=("cors_origins",))
+    tenant_max_streams: int = _setting(
+        8, number(int, 0, 100000), "HTTP: streams (GET /mcp, /sse, subscriptions/listen) and tasks/result waits "
+        "one key may hold open at once, across the instance (0: no limit)", env="COLABHIVE_TENANT_MAX_STREAMS")
+    stream_max_age: float = _setting(
+        1800.0, number(float, 1, 86400), "HTTP: seconds a stream or a tasks/result wait stays open; then it ends "
+        "and the client reconnects", env="COLABHIVE_STREAM_MAX_AGE")
+    http_long_requests: int | None = _setting(
+        None, number(int, 1, 10000), "HTTP: requests per worker that may hold a thread for long (tool calls, "
+        "streams, waits); past it, 503 with Retry-After (default: http_threads less a quarter, kept for short "
+        "requests and health checks)", env="COLABHIVE_HTTP_LONG_REQUESTS", example=48)
+    cold_fetches_per_minute: int = _setting(
+        300, number(int, 0, 1_000_000), "HTTP: keys not in the pool the instance checks with the gateway per "
+        "minute; past it, 503 with Retry-After (0: no limit)", env="COLABHIVE_COLD_FETCHES_PER_MINUTE")
     pool_size: int = _setting(
         64, number(int, 1, 100000), "HTTP: tenants (API keys) kept warm per worker", env="COLABHIVE_POOL_SIZE")
     http_workers: int = _setting(
@@ -263,7 +283,8 @@ class Resolved:
 
 def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
          config_file: str | None = None) -> Resolved:
-    """Resolve every setting from flags, the environment, a TOML file and defaults.
+    """Resolve every setting from flags, the environment, systemd credentials (secrets only), a TOML
+    file and defaults.
 
     ``flags`` maps field names to raw values (``None`` = not given). The file is ``config_file``,
     else ``$COLABHIVE_MCP_CONFIG``, else 0.3.4's ``~/.config/colabhive-mcp/config.toml`` when it
@@ -278,7 +299,7 @@ def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | No
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for f in SETTINGS:
-        found = _environment(f, environ, problems)
+        found = _environment(f, environ, problems) or _credential(f, environ)
         if f.name in flags:
             raw, source = flags[f.name], "flag --" + f.name.replace("_", "-")
         elif found is not None:
@@ -320,6 +341,19 @@ def _environment(f: dataclasses.Field, environ: Mapping[str, str], problems: lis
     if len({raw for raw, _ in given}) > 1:
         problems.append(f"{f.name}: {' and '.join(source for _, source in given)} disagree; keep one")
     return given[0] if given else None
+
+
+def _credential(f: dataclasses.Field, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """A secret setting from systemd's ``LoadCredential=`` (``session-secret`` in ``$CREDENTIALS_DIRECTORY``)."""
+    directory = environ.get("CREDENTIALS_DIRECTORY")
+    if not (f.metadata["secret"] and directory):
+        return None
+    name = f.name.replace("_", "-")
+    try:
+        with open(os.path.join(directory, name), encoding="utf-8") as fh:
+            return fh.read().strip(), "credential " + name
+    except OSError:
+        return None
 
 
 def _file_settings(path: str, problems: list[str]) -> dict[str, Any]:

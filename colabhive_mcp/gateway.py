@@ -23,6 +23,7 @@ from .logs import log, redact
 RETRY_STATUSES = frozenset({502, 503, 504})
 TERMINAL = frozenset({"succeeded", "completed", "failed", "cancelled"})
 MAX_MANIFEST_PAGES = 1000
+READ_CHUNK = 256 * 1024
 
 if TYPE_CHECKING:
     import requests
@@ -61,10 +62,14 @@ class Gateway:
 
     def __init__(self, base_url: str, key: ApiKey, *, account_id: str | None = None,
                  timeout: float = 30.0, retries: int = 3, backoff: float = 0.2, proxy: str | None = None,
+                 max_manifest_bytes: int = 32 << 20, max_result_bytes: int = 64 << 20,
                  session: requests.Session | None = None) -> None:
         """``proxy``: the only proxy ever used (the environment's ``HTTP(S)_PROXY`` are not: the key
-        would travel to them)."""
+        would travel to them). ``max_*_bytes``: the most a manifest page, or any other answer, may
+        hold once decoded (a gzip bomb stops there)."""
         self.base_url = base_url.rstrip("/")
+        self.max_manifest_bytes = max_manifest_bytes
+        self.max_result_bytes = max_result_bytes
         self.proxy = proxy
         self.key_id = key.log_id
         self.timeout = timeout
@@ -162,7 +167,7 @@ class Gateway:
                 first_etag = page_etag
             elif page_etag and first_etag and page_etag != first_etag:
                 raise _ChangedMidway
-            size += len(response.content)
+            size += len(response.content)  # decoded
             entries.extend(_valid_entries(page["tools"]))
             cursor = page.get("nextCursor")
             if not cursor:
@@ -181,16 +186,17 @@ class Gateway:
         """
         url = self.base_url + path
         route = metrics.upstream_route(method, path)
+        cap = self.max_manifest_bytes if route == "manifest" else self.max_result_bytes
         for attempt in range(self.retries + 1):
             last = attempt == self.retries
             started = time.perf_counter()
             try:
                 response = self.session.request(method, url, timeout=timeout or self.timeout,
-                                                allow_redirects=False, **kwargs)
+                                                allow_redirects=False, stream=True, **kwargs)
+                _read(response, cap)  # the whole body now, so a broken stream is retried here
                 metrics.UPSTREAM.labels(route, str(response.status_code)).inc()
                 metrics.UPSTREAM_LATENCY.labels(route).observe(time.perf_counter() - started)
                 if response.status_code < 300 or response.status_code == 304:
-                    _ = response.content  # read the body now, so a broken stream is retried here
                     return response
                 error = _error(response)
                 if error.status == 401 or (error.status == 403 and route == "manifest"):
@@ -235,6 +241,20 @@ def _settle(session: requests.Session, proxy: str | None) -> None:
     if bundle:
         session.verify = bundle
     session.trust_env = False
+
+
+def _read(response: requests.Response, cap: int) -> None:
+    """Read the body, decoded, into ``response.content``; more than ``cap`` bytes is a GatewayError
+    (measured as it is decoded: a small gzip body that would inflate to gigabytes stops at ``cap``)."""
+    chunks, size = [], 0
+    for chunk in response.iter_content(READ_CHUNK):
+        size += len(chunk)
+        if size > cap:
+            response.close()
+            raise GatewayError(f"the gateway's answer is larger than {cap} bytes once decoded (the limit)",
+                               status=response.status_code)
+        chunks.append(chunk)
+    response._content = b"".join(chunks)
 
 
 def _segment(value: str) -> str:

@@ -3,8 +3,9 @@
 A tenant is only a warm cache (gateway session, manifest): any worker can rebuild it from the
 request's key. A key enters the pool only once the gateway has accepted it, so made-up keys
 never evict real tenants; a rejected key is remembered for ``rejected_key_ttl`` seconds and
-refused without asking the gateway again. Eviction never breaks a call in flight: a tenant is
-closed only once it is both evicted and no longer used.
+refused without asking the gateway again; keys are checked at most ``cold_fetches_per_minute``
+times a minute per instance (:class:`LimitReached` past that). Eviction never breaks a call in
+flight: a tenant is closed only once it is both evicted and no longer used.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from cachetools import LRUCache
 from . import metrics
 from .config import Config
 from .keys import ApiKey, KeyRejected
+from .limits import Limits
 from .logs import log
 from .store import MemoryStore, SqliteStore
 from .tenant import Tenant
@@ -61,11 +63,14 @@ class TenantPool:
     """Tenants by SHA-256 of their key; at most ``size`` resident."""
 
     def __init__(self, config: Config, size: int | None = None,
-                 factory: Callable[[Config, ApiKey], Tenant] = Tenant, store: MemoryStore | SqliteStore | None = None) -> None:
-        """``store``: where rejected keys are remembered (the instance's, so every worker knows)."""
+                 factory: Callable[[Config, ApiKey], Tenant] = Tenant, store: MemoryStore | SqliteStore | None = None,
+                 limits: Limits | None = None) -> None:
+        """``store``: where rejected keys are remembered, ``limits``: where keys checked are counted
+        (the instance's, so every worker knows)."""
         self.config = config
         self.factory = factory
         self.store = store or MemoryStore()
+        self.limits = limits or Limits(config, self.store)
         self._lock = threading.Lock()
         self._slots: _EvictingLRU = _EvictingLRU(size or config.pool_size, self._evicted)
         self._admissions: dict[str, _Admission] = {}
@@ -77,7 +82,8 @@ class TenantPool:
     @contextlib.contextmanager
     def tenant(self, key: ApiKey) -> Iterator[Tenant]:
         """The key's tenant, held for the duration of the ``with`` block. Raises
-        :class:`KeyRejected` for a key the gateway refused (now, or a short while ago)."""
+        :class:`KeyRejected` for a key the gateway refused (now, or a short while ago), and
+        :class:`LimitReached` when a new key cannot be checked now."""
         digest = key.digest
         slot = self._take(digest, key)
         try:
@@ -158,6 +164,7 @@ class TenantPool:
                            self.config.rejected_key_ttl)
 
     def _admit(self, key: ApiKey) -> _Slot:
+        self.limits.cold_fetch()
         tenant = self.factory(self.config, key)
         try:
             tenant.verify()

@@ -5,6 +5,10 @@ object. :func:`portable` inlines local references (a recursive one becomes an op
 gives the root ``type: object`` (a root ``anyOf``/``oneOf`` of objects lends its properties),
 and in strict mode drops the keywords such hosts reject. Arguments are still validated against
 the gateway's original schema, so nothing is lost by what a client is shown.
+
+Inlining can grow exponentially (a definition that uses another twice, 24 levels deep), so it has
+a budget: past :data:`MAX_INLINED_NODES`, the tool shows a compact schema instead, whose references
+are open schemas (any value) that say so.
 """
 
 from __future__ import annotations
@@ -14,6 +18,12 @@ from typing import Any
 DEFINITIONS = ("$defs", "definitions")
 STRICT_DROPPED = ("$schema", "$id", "$comment", "$anchor", "$dynamicAnchor") + DEFINITIONS
 MAX_DEPTH = 64
+MAX_INLINED_NODES = 20_000  # values in one inlined schema (about 1 MB of JSON)
+TOO_LARGE = "(defined by the tool: too large to show inline; any value is shown, the tool still checks it)"
+
+
+class _OverBudget(Exception):
+    """Inlining this schema would make it larger than the budget."""
 
 
 def portable(schema: Any, strict: bool = False) -> dict[str, Any]:
@@ -21,7 +31,10 @@ def portable(schema: Any, strict: bool = False) -> dict[str, Any]:
     ``$schema``/``$defs`` and friends, and root ``anyOf``/``oneOf``."""
     if not isinstance(schema, dict) or not schema:
         return {"type": "object", "properties": {}}
-    inlined = _inline(schema, schema, (), 0)
+    try:
+        inlined = _inline(schema, schema, (), 0, [MAX_INLINED_NODES])
+    except _OverBudget:
+        inlined = _compact(schema)
     if not isinstance(inlined, dict):
         inlined = {}
     if strict:
@@ -29,12 +42,16 @@ def portable(schema: Any, strict: bool = False) -> dict[str, Any]:
     return _object_root(inlined, strict)
 
 
-def _inline(node: Any, root: dict[str, Any], seen: tuple[str, ...], depth: int) -> Any:
-    """Replace every local ``$ref`` under ``node``; ``seen`` holds the references being expanded."""
+def _inline(node: Any, root: dict[str, Any], seen: tuple[str, ...], depth: int, budget: list[int]) -> Any:
+    """Replace every local ``$ref`` under ``node``; ``seen`` holds the references being expanded,
+    ``budget`` the values still allowed (past it: :class:`_OverBudget`)."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _OverBudget
     if depth > MAX_DEPTH:
         return {}
     if isinstance(node, list):
-        return [_inline(item, root, seen, depth + 1) for item in node]
+        return [_inline(item, root, seen, depth + 1, budget) for item in node]
     if not isinstance(node, dict):
         return node
     ref = node.get("$ref")
@@ -43,11 +60,25 @@ def _inline(node: Any, root: dict[str, Any], seen: tuple[str, ...], depth: int) 
             return {"description": "(recursive: any value of the enclosing type)"}
         target = _resolve(root, ref)
         if target is None:
-            return {k: _inline(v, root, seen, depth + 1) for k, v in node.items() if k != "$ref"}
+            return {k: _inline(v, root, seen, depth + 1, budget) for k, v in node.items() if k != "$ref"}
         siblings = {k: v for k, v in node.items() if k != "$ref"}
         merged = {**target, **siblings}
-        return _inline(merged, root, seen + (ref,), depth + 1)
-    return {k: _inline(v, root, seen, depth + 1) for k, v in node.items()}
+        return _inline(merged, root, seen + (ref,), depth + 1, budget)
+    return {k: _inline(v, root, seen, depth + 1, budget) for k, v in node.items()}
+
+
+def _compact(node: Any, depth: int = 0) -> Any:
+    """The schema as it is, each local ``$ref`` an open schema saying so: no larger than the original."""
+    if depth > MAX_DEPTH:
+        return {}
+    if isinstance(node, list):
+        return [_compact(item, depth + 1) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#"):
+        return {"description": TOO_LARGE, **{k: _compact(v, depth + 1) for k, v in node.items() if k != "$ref"}}
+    return {k: _compact(v, depth + 1) for k, v in node.items() if k not in DEFINITIONS}
 
 
 def _resolve(root: dict[str, Any], ref: str) -> dict[str, Any] | None:

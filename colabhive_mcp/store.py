@@ -2,15 +2,18 @@
 
 A small SQLite database (WAL) in the instance's private runtime directory, file mode 0600, shared
 by its workers; stdio and single-process servers keep the same things in memory. Values are JSON,
-keyed by a space and a key, and expire. Nothing of users' prompts or results goes in: keys are
-hashes, values are ids and timestamps. A store that cannot be opened or fails later is replaced by
-memory (per-worker behaviour), with one warning.
+keyed by a space and a key, and expire. Beside them, *places*: at most so many held under one key
+at once (the instance's counters: calls running per API key, calls started in the last minute); a
+place is given back, or expires, or goes with the process that held it. Nothing of users' prompts
+or results goes in: keys are hashes, values are ids and timestamps. A store that cannot be opened or
+fails later is replaced by memory (per-worker behaviour), with one warning.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -29,6 +32,7 @@ class MemoryStore:
         self.max_entries = max_entries
         self.clock = clock
         self._entries: dict[tuple[str, str], tuple[Any, float]] = {}
+        self._places: dict[tuple[str, str], dict[str, float]] = {}  # place id -> when it expires
         self._lock = threading.Lock()
 
     def get(self, space: str, key: str) -> Any:
@@ -54,6 +58,34 @@ class MemoryStore:
     def delete(self, space: str, key: str) -> None:
         with self._lock:
             self._entries.pop((space, key), None)
+
+    def take(self, space: str, key: str, limit: int, ttl: float) -> str | None:
+        """One of at most ``limit`` places under ``key``, held until given back or ``ttl`` seconds
+        pass: its id, or ``None`` when every place is held."""
+        now = self.clock()
+        with self._lock:
+            held = {place: expires for place, expires in self._places.get((space, key), {}).items() if expires > now}
+            if len(held) >= limit:
+                self._places[(space, key)] = held
+                return None
+            place = secrets.token_hex(8)
+            held[place] = now + ttl
+            self._places[(space, key)] = held
+            return place
+
+    def give_back(self, space: str, key: str, place: str) -> None:
+        with self._lock:
+            held = self._places.get((space, key))
+            if held is not None:
+                held.pop(place, None)
+                if not held:
+                    del self._places[(space, key)]
+
+    def next_free(self, space: str, key: str) -> float:
+        """Seconds until the first place held under ``key`` expires (0: one is free)."""
+        now = self.clock()
+        with self._lock:
+            return max(0.0, min(self._places.get((space, key), {}).values(), default=now) - now)
 
     def _make_room(self) -> None:
         if len(self._entries) < self.max_entries:
@@ -108,6 +140,38 @@ class SqliteStore:
         self._write(lambda db: db.execute("DELETE FROM entries WHERE space = ? AND key = ?", (space, key)),
                     lambda memory: memory.delete(space, key))
 
+    def take(self, space: str, key: str, limit: int, ttl: float) -> str | None:
+        """:meth:`MemoryStore.take`, counted across the instance's processes (a dead one's places are free)."""
+        def insert(db: sqlite3.Connection) -> str | None:
+            now = self.clock()
+            db.execute("DELETE FROM places WHERE space = ? AND key = ? AND expires <= ?", (space, key, now))
+            holders = dict(db.execute("SELECT pid, COUNT(*) FROM places WHERE space = ? AND key = ? GROUP BY pid",
+                                      (space, key)).fetchall())
+            if sum(holders.values()) >= limit:
+                dead = [pid for pid in holders if not _alive(pid)]
+                db.executemany("DELETE FROM places WHERE space = ? AND key = ? AND pid = ?",
+                               [(space, key, pid) for pid in dead])
+                if sum(holders.values()) - sum(holders[pid] for pid in dead) >= limit:
+                    return None
+            place = secrets.token_hex(8)
+            db.execute("INSERT INTO places VALUES (?, ?, ?, ?, ?)", (space, key, place, os.getpid(), now + ttl))
+            return place
+
+        return self._write(insert, lambda memory: memory.take(space, key, limit, ttl))
+
+    def give_back(self, space: str, key: str, place: str) -> None:
+        self._write(lambda db: db.execute("DELETE FROM places WHERE space = ? AND key = ? AND place = ?",
+                                          (space, key, place)),
+                    lambda memory: memory.give_back(space, key, place))
+
+    def next_free(self, space: str, key: str) -> float:
+        def soonest(db: sqlite3.Connection) -> float:
+            (expires,) = db.execute("SELECT MIN(expires) FROM places WHERE space = ? AND key = ?",
+                                    (space, key)).fetchone()
+            return 0.0 if expires is None else max(0.0, expires - self.clock())
+
+        return self._run(soonest, lambda memory: memory.next_free(space, key))
+
     def close(self) -> None:
         with self._lock:
             if self._db is not None and self._pid == os.getpid():
@@ -126,6 +190,9 @@ class SqliteStore:
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("CREATE TABLE IF NOT EXISTS entries (space TEXT NOT NULL, key TEXT NOT NULL, "
                        "value TEXT NOT NULL, expires REAL NOT NULL, PRIMARY KEY (space, key))")
+            db.execute("CREATE TABLE IF NOT EXISTS places (space TEXT NOT NULL, key TEXT NOT NULL, "
+                       "place TEXT NOT NULL, pid INTEGER NOT NULL, expires REAL NOT NULL, "
+                       "PRIMARY KEY (space, key, place))")
             self._db, self._pid = db, os.getpid()
         return self._db
 
@@ -148,6 +215,7 @@ class SqliteStore:
     def _sweep(self, db: sqlite3.Connection) -> None:
         """Expired entries go; past ``max_entries``, the soonest to expire go too."""
         db.execute("DELETE FROM entries WHERE expires <= ?", (self.clock(),))
+        db.execute("DELETE FROM places WHERE expires <= ?", (self.clock(),))
         (count,) = db.execute("SELECT COUNT(*) FROM entries").fetchone()
         if count > self.max_entries:
             db.execute("DELETE FROM entries WHERE rowid IN (SELECT rowid FROM entries ORDER BY expires LIMIT ?)",
@@ -163,6 +231,19 @@ class SqliteStore:
                     self._memory = MemoryStore(self.max_entries, self.clock)
             memory = self._memory
         return instead(memory)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` (of this instance, on this machine) still runs."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: the pid was reused, so ours is gone
+        return False
+    return True
 
 
 def open_store(directory: str | None, max_entries: int = 100_000) -> MemoryStore | SqliteStore:

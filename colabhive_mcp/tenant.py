@@ -8,9 +8,7 @@ gateway or its manifest: it starts, follows and stops work, revalidates and watc
 from __future__ import annotations
 
 import threading
-import time
 import uuid
-from collections import deque
 from typing import Any, Callable
 
 from . import results, metrics
@@ -21,6 +19,7 @@ from .detached import DetachedCalls
 from .gateway import Gateway, GatewayError
 from .keys import ApiKey, KeyRejected
 from .invocation import Backoff, follow
+from .limits import LimitReached, Limits
 from .logs import log
 from .manifest import Manifest, ManifestCache, ManifestError, load_snapshot
 from .policy import Policy
@@ -43,16 +42,20 @@ class Unreachable(Exception):
 class Tenant:
     """Everything one API key needs; safe to use from many threads at once."""
 
-    def __init__(self, config: Config, api_key: ApiKey | str, calls: DetachedCalls | None = None) -> None:
-        """``calls``: where calls cut off by their host are kept (shared by the process's tenants;
-        by default, this tenant's own, in memory)."""
+    def __init__(self, config: Config, api_key: ApiKey | str, calls: DetachedCalls | None = None,
+                 limits: Limits | None = None) -> None:
+        """``calls``: where calls cut off by their host are kept; ``limits``: where the key's calls are
+        counted (both shared by the instance; by default, this tenant's own, in memory)."""
         key = api_key if isinstance(api_key, ApiKey) else ApiKey.of(api_key)
         self.config = config
         self.calls = calls or DetachedCalls(MemoryStore(), config.host_timeout_grace)
+        self.limits = limits or Limits(config)
+        self.digest = key.digest
         self.key_id = key.log_id
         self.binding = key.binding  # what tokens bound to this key carry
         self.gateway = Gateway(config.api_url, key, account_id=config.account_id, proxy=config.gateway_proxy,
-                               timeout=config.request_timeout, retries=config.retries)
+                               timeout=config.request_timeout, retries=config.retries,
+                               max_manifest_bytes=config.manifest_max_bytes, max_result_bytes=config.result_max_bytes)
         snapshot = load_snapshot(config.manifest_snapshot) if config.manifest_snapshot else None
         self.manifest = ManifestCache(self.gateway, ttl=config.manifest_ttl, pin=config.manifest_pin,
                                       snapshot=snapshot, rejection_ttl=config.rejected_key_ttl,
@@ -60,9 +63,6 @@ class Tenant:
         self.policy = Policy.from_config(config)
         self.backoff = Backoff(initial=config.poll_initial, maximum=config.poll_max_interval)
         self._catalogs: dict[str, Catalog] = {}  # per client profile, for the current manifest
-        self._running = 0
-        self._started: deque[float] = deque()  # start times of the calls of the last minute
-        self._limits = threading.Lock()
 
     def close(self) -> None:
         self.gateway.close()
@@ -197,32 +197,11 @@ class Tenant:
         stop = gate(tool, arguments) if gate is not None else None
         if stop is not None:
             return stop
-        refused = self._admit()
-        if refused is not None:
-            metrics.ERRORS.labels("tenant_limit").inc()
-            return results.error_result(refused)
         try:
-            return ToolCall(self, catalog, tool, arguments, version=version, cancelled=cancelled, on_update=on_update,
-                            profile=profile, deadline=deadline,
-                            heartbeat=heartbeat or self.config.progress_heartbeat).answer()
-        finally:
-            with self._limits:
-                self._running -= 1
-
-    def _admit(self) -> str | None:
-        """Take a place for one more call, or say which of this key's limits it would break."""
-        now = time.monotonic()
-        with self._limits:
-            while self._started and now - self._started[0] > 60:
-                self._started.popleft()
-            limit, per_minute = self.config.tenant_max_concurrent, self.config.tenant_calls_per_minute
-            if limit and self._running >= limit:
-                return (f"This API key already has {self._running} ColabHive calls running (the limit is {limit}); "
-                        "try again when one finishes.")
-            if per_minute and len(self._started) >= per_minute:
-                wait = 60 - (now - self._started[0])
-                return (f"This API key started {per_minute} ColabHive calls in the last minute (the limit); "
-                        f"try again in {wait:.0f} s.")
-            self._running += 1
-            self._started.append(now)
-        return None
+            with self.limits.call(self.digest):
+                return ToolCall(self, catalog, tool, arguments, version=version, cancelled=cancelled,
+                                on_update=on_update, profile=profile, deadline=deadline,
+                                heartbeat=heartbeat or self.config.progress_heartbeat).answer()
+        except LimitReached as exc:
+            metrics.ERRORS.labels("tenant_limit").inc()
+            return results.error_result(exc.message)

@@ -107,3 +107,16 @@ def test_waits_per_kind_or_latency_class(tmp_path):
         load({"poll_max_wait_by": "slow"}, {})
     with pytest.raises(ConfigError, match="1 to 86400"):
         load({"poll_max_wait_by": "slow=0"}, {})
+
+
+def test_secrets_come_from_systemd_credentials_when_the_environment_has_none(tmp_path):
+    secret = "ab" * 32
+    (tmp_path / "session-secret").write_text(secret + "\n")
+    (tmp_path / "bind").write_text("0.0.0.0:1")  # not a secret: never read from there
+    environ = {"CREDENTIALS_DIRECTORY": str(tmp_path)}
+    resolved = load(environ=environ)
+    assert resolved.config.session_secret == secret and resolved.sources["session_secret"] == "credential session-secret"
+    assert resolved.config.bind == "127.0.0.1:8765" and resolved.config.metrics_token is None
+    given = load(environ={**environ, "COLABHIVE_SESSION_SECRET": "cd" * 32}).config.session_secret
+    assert given == "cd" * 32  # the environment wins
+    assert secret not in " ".join(value for _, value, _ in resolved.describe())

@@ -238,3 +238,65 @@ def test_only_the_configured_proxy_is_used_never_the_environments(gateway_sandbo
     monkeypatch.delenv("NO_PROXY", raising=False)
     with pytest.raises(GatewayError, match="cannot reach"):
         Gateway(behind_proxy, ApiKey.of(DEMO_KEY), retries=0).fetch_manifest()
+
+
+class Bomb:
+    """A real HTTP server answering every GET with one gzip body that decodes to ``decoded`` bytes."""
+
+    def __init__(self, decoded):
+        import http.server
+        import threading
+
+        compressed = gzip.compress(b'{"tools": [], "pad": "' + b" " * decoded + b'"}', compresslevel=9)
+        self.wire_bytes = len(compressed)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(compressed)))
+                self.end_headers()
+                self.wfile.write(compressed)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_gzip_bomb_is_a_clear_error_not_gigabytes_in_memory():
+    import tracemalloc
+
+    bomb = Bomb(decoded=200 << 20)
+    try:
+        assert bomb.wire_bytes < 300_000
+        gateway = Gateway(bomb.url, ApiKey.of(KEY), retries=2, max_manifest_bytes=4 << 20)
+        tracemalloc.start()
+        try:
+            with pytest.raises(GatewayError, match=r"larger than 4194304 bytes once decoded") as raised:
+                gateway.fetch_manifest()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 24 << 20 and not raised.value.transient  # read up to the cap, then stopped; not retried
+    finally:
+        bomb.close()
+
+
+def test_manifests_and_results_have_their_own_caps():
+    bomb = Bomb(decoded=3 << 20)
+    try:
+        gateway = Gateway(bomb.url, ApiKey.of(KEY), retries=0, max_manifest_bytes=1 << 20, max_result_bytes=8 << 20)
+        with pytest.raises(GatewayError, match="larger than"):
+            gateway.fetch_manifest()
+        with pytest.raises(GatewayError, match="not an invocation"):  # read whole (3 MB < 8 MB), then judged
+            gateway.get_invocation("inv_1")
+    finally:
+        bomb.close()

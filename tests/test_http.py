@@ -643,25 +643,31 @@ def test_a_cancellation_reaching_another_worker_still_stops_the_call(gateway_san
     relay = {"COLABHIVE_RUNTIME_DIR": str(tmp_path)}  # what the workers of one instance share
     first = HttpServer(gateway_sandbox.url, "--http-workers", "1", env=relay)
     second = HttpServer(gateway_sandbox.url, "--http-workers", "1", env=relay)
+    request_id = "call-" + "x" * 50_000  # a client picks its ids: the relay holds a digest, never the id
     try:
         session = initialize(first.url)
         answers = []
         call = threading.Thread(target=lambda: answers.append(rpc(
             first.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 60},
-                                      "_meta": {"progressToken": 1}}, session=session, id_=77)))
+                                      "_meta": {"progressToken": 1}}, session=session, id_=request_id)))
         call.start()
         deadline = time.monotonic() + 10
         while not journal("poll") and time.monotonic() < deadline:
             time.sleep(0.05)
         sent = time.time()
-        cancel = post(second.url, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 77}},
+        cancel = post(second.url, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                   "params": {"requestId": request_id, "reason": "r" * 10_000}},
                       **{"Mcp-Session-Id": session})
         assert cancel.status_code == 202
+        markers = list((tmp_path / "cancel").iterdir())
+        assert markers and all(m.stat().st_size < 512 and "xxxx" not in m.read_text() for m in markers)
         while not journal("cancel") and time.monotonic() < deadline + 5:
             time.sleep(0.05)
         assert journal("cancel") and journal("cancel")[0]["t"] - sent < 1.5
         call.join(10)
-        assert not any('"id":77' in line for line in answers[0].text.splitlines())  # no answer for it
+        assert not any(request_id in line for line in answers[0].text.splitlines())  # no answer for it
     finally:
         first.stop()
         second.stop()
+    assert not (tmp_path / "cancel").exists()  # markers go with the instance; the store stays
+    assert (tmp_path / "instance.db").exists()

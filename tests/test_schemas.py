@@ -4,7 +4,7 @@ import json
 
 import jsonschema
 
-from colabhive_mcp.schemas import portable
+from colabhive_mcp.schemas import TOO_LARGE, Check, portable
 
 
 def no_refs(schema):
@@ -63,3 +63,37 @@ def test_very_deep_schemas_do_not_blow_the_stack():
         node["properties"]["x"] = child
         node = child
     assert portable(schema)["type"] == "object"
+
+
+def doubling(levels=24):
+    """About 2.8 KB: each definition uses the next one twice, so inlining doubles at every level."""
+    defs = {f"d{i}": {"type": "object", "properties": {"left": {"$ref": f"#/$defs/d{i + 1}"}, "right": {"$ref": f"#/$defs/d{i + 1}"}}}
+            for i in range(levels)}
+    defs[f"d{levels}"] = {"type": "integer", "minimum": 0}
+    return {"type": "object", "$defs": defs, "properties": {"tree": {"$ref": "#/$defs/d0"}}, "required": ["tree"]}
+
+
+def test_a_schema_that_would_grow_exponentially_is_shown_compact_and_its_meaning_kept():
+    import time
+
+    schema = doubling()
+    assert 2000 < len(json.dumps(schema)) < 3500
+    started = time.perf_counter()
+    for strict in (False, True):
+        shown = portable(schema, strict)
+        assert no_refs(shown) and len(json.dumps(shown)) <= len(json.dumps(schema))
+        assert shown["properties"]["tree"]["description"] == TOO_LARGE and shown["required"] == ["tree"]
+        jsonschema.Draft202012Validator.check_schema(shown)
+    assert time.perf_counter() - started < 5  # inlined it would be 2^24 copies: the budget stops it early
+    check = Check(schema)  # what arguments are checked against: the original
+    assert not check.problems({"tree": {"left": {"left": {}}}})
+    assert check.problems({"tree": {"left": {"left": {"left": "not an object"}}}})
+
+
+def test_a_schema_within_the_budget_is_still_inlined_whole():
+    shown = portable(doubling(levels=6))
+    assert no_refs(shown) and TOO_LARGE not in json.dumps(shown)
+    leaf = shown["properties"]["tree"]
+    for _ in range(6):
+        leaf = leaf["properties"]["right"]
+    assert leaf == {"type": "integer", "minimum": 0}

@@ -87,3 +87,42 @@ def test_a_store_that_fails_later_goes_on_in_memory_after_one_warning(tmp_path, 
         store.put("calls", f"after{i}", i, ttl=10)
     assert [store.get("calls", f"after{i}") for i in range(5)] == list(range(5))
     assert warnings == ["store.failed"]
+
+
+def test_places_are_limited_given_back_and_expire(store):
+    first, second = store.take("calls", "key", 2, ttl=60), store.take("calls", "key", 2, ttl=0.3)
+    assert first and second and first != second
+    assert store.take("calls", "key", 2, ttl=60) is None  # both held
+    assert store.take("calls", "other key", 2, ttl=60)  # keys count apart
+    assert 0 < store.next_free("calls", "key") <= 0.3
+    store.give_back("calls", "key", first)
+    third = store.take("calls", "key", 2, ttl=60)
+    assert third and store.take("calls", "key", 2, ttl=60) is None
+    time.sleep(0.35)  # the second place expires
+    assert store.take("calls", "key", 2, ttl=60)
+
+
+def _hold(path, count, ready):
+    store = SqliteStore(path)
+    for _ in range(count):
+        assert store.take("calls", "key", 3, ttl=3600)
+    ready.set()
+    time.sleep(3600)
+
+
+def test_places_are_counted_across_processes_and_a_dead_process_gives_its_places_back(tmp_path):
+    path = str(tmp_path / "instance.db")
+    context = multiprocessing.get_context("fork")
+    ready = context.Event()
+    holder = context.Process(target=_hold, args=(path, 2, ready))
+    holder.start()
+    try:
+        assert ready.wait(10)
+        store = SqliteStore(path)
+        assert store.take("calls", "key", 3, ttl=60)  # the third of three
+        assert store.take("calls", "key", 3, ttl=60) is None  # the other process holds two
+    finally:
+        holder.kill()
+        holder.join(10)
+    assert store.take("calls", "key", 3, ttl=60) and store.take("calls", "key", 3, ttl=60)  # its two are free
+    assert store.take("calls", "key", 3, ttl=60) is None

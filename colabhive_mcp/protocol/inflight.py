@@ -3,6 +3,8 @@ shutdown; and the requests this server sends a client during a call, waiting for
 
 from __future__ import annotations
 
+import hashlib
+import json
 import secrets
 import threading
 import time
@@ -14,6 +16,11 @@ from ..cancellation import SHUTDOWN, Cancellation
 from .request import Request
 
 EARLY_CANCELS_KEPT = 256
+
+
+def id_digest(request_id: Any) -> str:
+    """A request id of any size as 32 hex digits (1 and "1" differ, as JSON-RPC says)."""
+    return hashlib.sha256(json.dumps(request_id).encode()).hexdigest()[:32]
 
 
 @dataclass
@@ -29,15 +36,16 @@ class InFlight:
 
     def __init__(self) -> None:
         self._running: dict[tuple[str, Any], Cancellation] = {}
-        self._early: OrderedDict[tuple[str, Any], str | None] = OrderedDict()  # cancels that came first, with why
+        self._early: OrderedDict[tuple[str, str], str | None] = OrderedDict()  # cancels that came first, by digest
         self._asked: dict[tuple[str, str], _Waiter] = {}
         self._lock = threading.Lock()
 
     def track(self, key: tuple[str, Any], cancelled: Cancellation) -> None:
         with self._lock:
             self._running[key] = cancelled
-            if key in self._early:
-                cancelled.cancel(self._early.pop(key))
+            early = (key[0], id_digest(key[1])) if self._early else None
+            if early in self._early:
+                cancelled.cancel(self._early.pop(early))
 
     def untrack(self, key: tuple[str, Any]) -> None:
         with self._lock:
@@ -48,11 +56,23 @@ class InFlight:
         with self._lock:
             cancelled = self._running.get(key)
             if cancelled is None:
-                self._early[key] = reason
-                while len(self._early) > EARLY_CANCELS_KEPT:
-                    self._early.popitem(last=False)
+                self._remember((key[0], id_digest(key[1])), reason)
         if cancelled is not None:
             cancelled.cancel(reason)
+
+    def cancel_digest(self, session_id: str, digest: str, reason: str | None) -> None:
+        """:meth:`cancel`, the request named by :func:`id_digest` (as another worker relays it)."""
+        with self._lock:
+            found = [c for (owner, rid), c in self._running.items() if owner == session_id and id_digest(rid) == digest]
+            if not found:
+                self._remember((session_id, digest), reason)
+        for cancelled in found:
+            cancelled.cancel(reason)
+
+    def _remember(self, early: tuple[str, str], reason: str | None) -> None:
+        self._early[early] = reason
+        while len(self._early) > EARLY_CANCELS_KEPT:
+            self._early.popitem(last=False)
 
     def cancel_session(self, session_id: str) -> None:
         """The session's connection is gone: its requests are cancelled, with no reason given."""

@@ -20,8 +20,10 @@ INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
-# this server's own code (outside the reserved range): the gateway rejected the caller's API key
+# this server's own codes (outside the reserved range): the gateway rejected the caller's API key;
+# a limit (the key's, or the server's) is full for now: the HTTP answer's Retry-After says when to retry
 KEY_REJECTED = -31401
+LIMIT_REACHED = -31429
 MAX_DEPTH = 128  # deeper messages are refused: code that walks them recursively would overflow
 
 

@@ -119,6 +119,10 @@ class Server:
         """Cancel an in-flight request, saying why (a cancellation that arrives first is remembered)."""
         self.context.inflight.cancel((session.id, request_id), reason)
 
+    def cancel_relayed(self, session_id: str, digest: str, reason: str | None) -> None:
+        """:meth:`cancel`, relayed by another worker that names the request by its id's digest."""
+        self.context.inflight.cancel_digest(session_id, digest, reason)
+
     def cancel_session(self, session: Session) -> None:
         """Cancel the requests in flight of one session (its connection is gone: no reason given)."""
         self.context.inflight.cancel_session(session.id)

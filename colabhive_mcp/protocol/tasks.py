@@ -29,7 +29,6 @@ from .task_ids import TTL_MS, TaskRef, now
 EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 POLL_INTERVAL_MS = 2_000
-RESULT_WAIT_S = TTL_MS / 1000
 STATUS = {"queued": "working", "running": "working", "submitted": "working", "succeeded": "completed",
           "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
 
@@ -71,16 +70,17 @@ def get(context: Context, request: Request) -> dict[str, Any]:
 
 
 def result(context: Context, request: Request) -> dict[str, Any]:
-    """``tasks/result`` blocks until the invocation is terminal; a wait that ends first (the request
-    was cancelled, the server is stopping) leaves the task running: only ``tasks/cancel`` stops it."""
+    """``tasks/result`` blocks until the invocation is terminal, for ``stream_max_age`` at most; a wait
+    that ends first (that long, the request was cancelled, the server is stopping) leaves the task
+    running: only ``tasks/cancel`` stops it."""
     ref = _task(context, request)
     try:
-        invocation = request.tenant.wait(_fetch(request, ref), request.cancelled, RESULT_WAIT_S)
+        invocation = request.tenant.wait(_fetch(request, ref), request.cancelled, context.config.stream_max_age)
     except Unreachable as exc:
         invocation = {"status": "failed", "error": str(exc)}
     if invocation is None:
-        raise JsonRpcError(INTERNAL_ERROR, "Stopped waiting before the task finished (the server may be "
-                           "restarting); the task is still running: call tasks/result again")
+        raise JsonRpcError(INTERNAL_ERROR, "Stopped waiting before the task finished (the wait reached its "
+                           "limit, or the server is restarting); the task is still running: call tasks/result again")
     answer = _outcome(request, ref, invocation)
     answer.setdefault("_meta", {})[RELATED_TASK] = {"taskId": ref.task_id}
     return answer

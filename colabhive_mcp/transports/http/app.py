@@ -21,8 +21,9 @@ from werkzeug.wrappers import Request, Response
 from ... import metrics
 from ...config import Config, ConfigError, load
 from ...logs import configure, log
-from ...protocol import Server, Session, jsonrpc
+from ...protocol import Server, jsonrpc
 from ...store import open_store
+from .admission import Admission
 from .events import EventStore
 from .legacy_sse import LegacySse
 from .operations import Operations
@@ -47,10 +48,11 @@ class McpApp:
         self.tenancy = Tenancy(config, store)
         sessions = SessionCodec(self.core.context.secret, config.session_max_age)
         streams = Streams(config, EventStore() if resumable else None)
-        relay = CancelRelay(os.path.join(config.runtime_dir, RELAY_DIR), lambda session_id, request_id, reason:
-                            self.core.cancel(Session(id=session_id), request_id, reason)) if config.runtime_dir else None
-        self.streamable = Streamable(self.core, config, self.tenancy, streams, sessions, relay)
-        self.legacy_sse = LegacySse(self.core, self.tenancy, streams, sessions)
+        relay = CancelRelay(os.path.join(config.runtime_dir, RELAY_DIR),
+                            self.core.cancel_relayed) if config.runtime_dir else None
+        admission = Admission(config, self.tenancy.limits)
+        self.streamable = Streamable(self.core, config, self.tenancy, admission, streams, sessions, relay)
+        self.legacy_sse = LegacySse(self.core, self.tenancy, admission, streams, sessions)
         self.operations = Operations(config, self.tenancy)
         self.hosts = frozenset(h.lower() for h in config.allowed_hosts) | LOOPBACK_HOSTS | {bind_host(config.bind)}
         self.origins = frozenset(o.rstrip("/") for o in config.allowed_origins)
@@ -137,6 +139,9 @@ def check_config(config: Config) -> None:
         raise ConfigError("single-tenant mode needs an API key (COLABHIVE_API_KEY)")
     if config.single_tenant and bind_host(config.bind) not in LOOPBACK_HOSTS:
         raise ConfigError(f"single-tenant mode serves one key to every caller: bind it to loopback, not {config.bind}")
+    if config.http_long_requests is not None and config.http_long_requests >= config.http_threads > 1:
+        raise ConfigError(f"http_long_requests ({config.http_long_requests}) must be below http_threads "
+                          f"({config.http_threads}): the threads left over answer health checks and short requests")
     if not config.single_tenant and config.api_key:
         log.bind(hint="hosted mode takes each request's own key; use --single-tenant for a local "
                       "single-key server").warning("http.api_key_ignored")

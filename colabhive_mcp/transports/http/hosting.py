@@ -22,7 +22,7 @@ from .relay import RELAY_DIR
 SECRET_ENV = "COLABHIVE_SESSION_SECRET"
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 SYSTEMD_RUNTIME_ENV = "RUNTIME_DIRECTORY"  # systemd's RuntimeDirectory=
-_made_runtime_dir: list[str] = []  # the runtime directory this process made (and removes at exit)
+_removed_at_exit: list[str] = []  # the runtime directory this process made, or the relay in a given one
 
 
 def gunicorn_settings(config: Config) -> dict[str, Any]:
@@ -95,22 +95,24 @@ def made_up_secret(config: Config) -> Config:
 
 def prepare_runtime_dir(config: Config) -> Config:
     """The instance's private directory (its store, the cancel relay): the configured one, systemd's
-    ``RuntimeDirectory``, or one made now (mode 0700). A previous run's cancel markers are removed;
-    its store is kept (its entries expire on their own, and a call kept for a retry survives a restart)."""
+    ``RuntimeDirectory``, or one made now (mode 0700). Cancel markers are removed at start and exit;
+    the store is kept (its entries expire on their own, and a call kept for a retry survives a restart)."""
     directory = config.runtime_dir or os.environ.get(SYSTEMD_RUNTIME_ENV, "").split(":")[0]  # systemd: the first
     if directory:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         shutil.rmtree(os.path.join(directory, RELAY_DIR), ignore_errors=True)
+        _removed_at_exit.append(os.path.join(directory, RELAY_DIR))
     else:
         directory = tempfile.mkdtemp(prefix="colabhive-mcp-")
-        _made_runtime_dir.append(directory)
+        _removed_at_exit.append(directory)
     return config.replace(runtime_dir=directory)
 
 
 def remove_runtime_dir(_server: Any = None) -> None:
-    """gunicorn hook (and ``serve``'s last step): remove the runtime directory this process made."""
-    while _made_runtime_dir:
-        shutil.rmtree(_made_runtime_dir.pop(), ignore_errors=True)
+    """gunicorn hook (and ``serve``'s last step): remove the runtime directory this process made, or
+    the cancel markers from the one it was given."""
+    while _removed_at_exit:
+        shutil.rmtree(_removed_at_exit.pop(), ignore_errors=True)
 
 
 def export(config: Config) -> Config:

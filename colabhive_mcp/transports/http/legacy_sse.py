@@ -2,14 +2,17 @@
 where to POST its messages (``/messages?session_id=…``); every answer leaves on that stream.
 
 The stream lives in one process: run this transport with one worker, or route a session's
-requests to the process that holds its stream.
+requests to the process that holds its stream. A session's messages run on its own few threads,
+with a bounded backlog: past it, a POST is answered 429 at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import socket
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -18,10 +21,14 @@ from werkzeug.wrappers import Request, Response
 from ...logs import log
 from ...protocol import Server, Session, jsonrpc
 from ...protocol.jsonrpc import JsonRpcError
+from .admission import Admission
 from .sessions import SessionCodec
 from .sse import Streams, stream
 from .tenancy import Tenancy
 from .wire import HttpError, body, failed, json_response
+
+MESSAGE_THREADS = 4  # a session's messages served at once
+MESSAGE_BACKLOG = 16  # a session's messages accepted and not yet answered
 
 
 @dataclass
@@ -32,11 +39,15 @@ class _Stream:
     binding: str  # the key's: only that key may post to it
     outbox: queue.Queue = field(default_factory=queue.Queue)
     closed: threading.Event = field(default_factory=threading.Event)
+    work: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(
+        MESSAGE_THREADS, thread_name_prefix="mcp-sse-message"))
+    backlog: threading.BoundedSemaphore = field(default_factory=lambda: threading.BoundedSemaphore(MESSAGE_BACKLOG))
 
 
 class LegacySse:
-    def __init__(self, core: Server, tenancy: Tenancy, streams: Streams, sessions: SessionCodec) -> None:
-        self.core, self.tenancy, self.streams, self.sessions = core, tenancy, streams, sessions
+    def __init__(self, core: Server, tenancy: Tenancy, admission: Admission, streams: Streams,
+                 sessions: SessionCodec) -> None:
+        self.core, self.tenancy, self.admission, self.streams, self.sessions = core, tenancy, admission, streams, sessions
         self._open: dict[str, _Stream] = {}
         self._lock = threading.Lock()
 
@@ -44,6 +55,9 @@ class LegacySse:
         """The session's stream: an ``endpoint`` event, then every answer of the session."""
         key = self.tenancy.key(request)
         self.tenancy.check(key)  # a stream opens only for a key the gateway accepts
+        with contextlib.ExitStack() as opening:
+            self.admission.admit(opening, key, held=True)
+            lease = opening.pop_all()  # given back when the stream ends
         opened = _Stream(self.sessions.new_session("sse"), key.binding)
         with self._lock:
             self._open[opened.session.id] = opened
@@ -58,11 +72,13 @@ class LegacySse:
                 with self._lock:
                     self._open.pop(opened.session.id, None)
                 self.core.cancel_session(opened.session)
+                opened.work.shutdown(wait=False, cancel_futures=True)
 
-        return stream(generate)
+        return stream(generate, lease)
 
     def message(self, request: Request) -> Response:
-        """One message of a session: accepted at once, served on a thread, answered on the stream."""
+        """One message of a session: accepted at once, served on one of the session's threads, answered
+        on the stream; 429 when the session already has :data:`MESSAGE_BACKLOG` waiting."""
         key = self.tenancy.key(request)
         session_id = request.args.get("session_id", "")
         if not session_id:
@@ -76,14 +92,24 @@ class LegacySse:
         except JsonRpcError as exc:
             return json_response(jsonrpc.error(None, exc), 400)
 
+        if not opened.backlog.acquire(blocking=False):
+            raise HttpError(429, jsonrpc.INVALID_REQUEST, f"This session already has {MESSAGE_BACKLOG} messages "
+                            "waiting for their answers: send more once some are answered", {"Retry-After": "1"})
+
         def work() -> None:
             try:
                 with self.tenancy.tenant(key) as tenant:
                     answer = self.core.handle(message, tenant=tenant, session=opened.session, notify=opened.outbox.put)
             except Exception:
                 answer = failed(message)
+            finally:
+                opened.backlog.release()
             if answer is not None:
                 opened.outbox.put(answer)
 
-        threading.Thread(target=work, name="mcp-sse-message", daemon=True).start()
+        try:
+            opened.work.submit(work)
+        except RuntimeError:  # the stream closed meanwhile
+            opened.backlog.release()
+            raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown session (its stream has closed)") from None
         return Response(b"Accepted", 202, mimetype="text/plain")

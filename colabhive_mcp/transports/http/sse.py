@@ -2,11 +2,14 @@
 and noticing the client leave.
 
 A plain stream whose client goes away cancels its request; a resumable one (2025-11-25 sessions,
-where offered) keeps running and its events wait for a ``GET`` with ``Last-Event-ID``.
+where offered) keeps running and its events wait for a ``GET`` with ``Last-Event-ID``. A stream
+that would stay open for as long as its client likes (a notification stream, a listen) ends after
+``stream_max_age`` seconds: its client reconnects.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import socket
 import threading
@@ -35,9 +38,9 @@ class Streams:
         self.config = config
         self.events = events
 
-    def answer(self, run: Run, resumable_for: Session | None = None) -> Response:
+    def answer(self, run: Run, resumable_for: Session | None = None, max_age: float | None = None) -> Response:
         """Run the request on its own thread (``run(notify, cancelled)`` returns its answer) and
-        stream its notifications, then its answer."""
+        stream its notifications, then its answer (or end after ``max_age`` seconds, cancelling it)."""
         cancelled = Cancellation()
         resumable = resumable_for is not None and self.events is not None
         log = self.events.open(resumable_for.id) if resumable else StreamLog("", "")
@@ -50,18 +53,19 @@ class Streams:
                 log.finish(answer)
 
         threading.Thread(target=work, name="mcp-stream", daemon=True).start()
-        return stream(lambda sock: self.relay(log, 0, sock, cancelled, resumable, prime=resumable))
+        return stream(lambda sock: self.relay(log, 0, sock, cancelled, resumable, prime=resumable, max_age=max_age))
 
-    def resume(self, last_event_id: str, session: Session) -> Response | None:
-        """A stream picked up where ``last_event_id`` left it; ``None`` when it is gone."""
+    def resume(self, last_event_id: str, session: Session, lease: contextlib.ExitStack) -> Response | None:
+        """A stream picked up where ``last_event_id`` left it (``lease`` is let go when it ends);
+        ``None`` when it is gone."""
         found = self.events.find(last_event_id, session.id) if self.events is not None else None
         if found is None:
             return None
         log, position = found
-        return stream(lambda sock: self.relay(log, position, sock, Cancellation(), True))
+        return stream(lambda sock: self.relay(log, position, sock, Cancellation(), True), lease)
 
     def relay(self, log: StreamLog, position: int, sock: socket.socket | None, cancelled: Cancellation,
-              resumable: bool, prime: bool = False) -> Iterator[bytes]:
+              resumable: bool, prime: bool = False, max_age: float | None = None) -> Iterator[bytes]:
         """The SSE bytes of ``log`` from ``position`` on, live, with keep-alive comments.
 
         A resumable POST stream (``prime``) starts with a priming event and is handed over after
@@ -92,6 +96,9 @@ class Streams:
                 if prime and self.config.sse_poll_after and now - started >= self.config.sse_poll_after:
                     yield f"retry: {RETRY_MS}\n\n".encode()
                     return
+                if max_age is not None and now - started >= max_age:
+                    cancelled.set()
+                    return
         finally:
             if not finished and not resumable:
                 cancelled.set()  # the client left without a word
@@ -99,16 +106,16 @@ class Streams:
     def outbox(self, events: queue.Queue, sock: socket.socket | None, closed: threading.Event,
                first: bytes = b": open\n\n") -> Iterator[bytes]:
         """``first``, then the messages put in ``events`` as SSE, with keep-alive comments while
-        nothing happens, until the client leaves (then ``closed`` is set)."""
+        nothing happens, until the client leaves or ``stream_max_age`` passes (then ``closed`` is set)."""
         yield first
-        last = time.monotonic()
+        last = opened = time.monotonic()
         while True:
             try:
                 item = events.get(timeout=DISCONNECT_CHECK_S)
                 last = time.monotonic()
                 yield item if isinstance(item, bytes) else sse_event(item)
             except queue.Empty:
-                if sock is not None and peer_closed(sock):
+                if (sock is not None and peer_closed(sock)) or time.monotonic() - opened >= self.config.stream_max_age:
                     closed.set()
                     return
                 if time.monotonic() - last >= self.config.sse_keepalive:
@@ -116,28 +123,33 @@ class Streams:
                     yield b": keep-alive\n\n"
 
 
-def stream(generate: Callable[[socket.socket | None], Iterator[bytes]]) -> Response:
-    """An SSE response whose bytes ``generate(client socket)`` makes."""
-    return _StreamResponse(generate, mimetype=SSE, headers=SSE_HEADERS)
+def stream(generate: Callable[[socket.socket | None], Iterator[bytes]],
+           lease: contextlib.ExitStack | None = None) -> Response:
+    """An SSE response whose bytes ``generate(client socket)`` makes; ``lease`` is let go when it ends."""
+    return _StreamResponse(generate, lease or contextlib.ExitStack(), mimetype=SSE, headers=SSE_HEADERS)
 
 
 class _StreamResponse(Response):
     """A streamed response whose generator gets the client's socket (to notice it leaving)."""
 
-    def __init__(self, generate: Callable[[socket.socket | None], Iterator[bytes]], **kwargs: Any) -> None:
+    def __init__(self, generate: Callable[[socket.socket | None], Iterator[bytes]], lease: contextlib.ExitStack,
+                 **kwargs: Any) -> None:
         super().__init__(None, **kwargs)
         self._generate = generate
+        self._lease = lease
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        self.response = _guarded(self._generate(environ.get("gunicorn.socket") or environ.get("werkzeug.socket")))
+        sock = environ.get("gunicorn.socket") or environ.get("werkzeug.socket")
+        self.response = _guarded(self._generate(sock), self._lease)
         self.direct_passthrough = True
         return super().__call__(environ, start_response)
 
 
-def _guarded(chunks: Iterator[bytes]) -> Iterator[bytes]:
+def _guarded(chunks: Iterator[bytes], lease: contextlib.ExitStack) -> Iterator[bytes]:
     """A stream that ends (logged once, scrubbed) instead of raising into the server mid-response."""
-    try:
-        yield from chunks
-    except Exception:
-        metrics.ERRORS.labels("internal").inc()
-        log.exception("http.stream_failed")
+    with lease:
+        try:
+            yield from chunks
+        except Exception:
+            metrics.ERRORS.labels("internal").inc()
+            log.exception("http.stream_failed")

@@ -28,6 +28,7 @@ from ...protocol.confirm import may_ask
 from ...protocol.eras import is_modern, wants_notifications
 from ...protocol.jsonrpc import JsonRpcError
 from ...tenant import Tenant
+from .admission import Admission, holds_long
 from .hangups import HangupWatch
 from .relay import CancelRelay
 from .sessions import SessionCodec
@@ -48,9 +49,9 @@ class Caller:
 
 
 class Streamable:
-    def __init__(self, core: Server, config: Config, tenancy: Tenancy, streams: Streams, sessions: SessionCodec,
-                 relay: CancelRelay | None) -> None:
-        self.core, self.config, self.tenancy, self.streams = core, config, tenancy, streams
+    def __init__(self, core: Server, config: Config, tenancy: Tenancy, admission: Admission, streams: Streams,
+                 sessions: SessionCodec, relay: CancelRelay | None) -> None:
+        self.core, self.config, self.tenancy, self.admission, self.streams = core, config, tenancy, admission, streams
         self.sessions, self.relay = sessions, relay
         self.hangups = HangupWatch(DISCONNECT_CHECK_S)
         self._log_levels: TTLCache = TTLCache(maxsize=10_000, ttl=config.session_max_age)
@@ -71,6 +72,9 @@ class Streamable:
                 message = jsonrpc.decode(body(request))
             except JsonRpcError as exc:
                 return json_response(jsonrpc.error(None, exc), 400)
+            long, held = holds_long(message)
+            if long:  # a place for as long as the answer takes (an SSE answer takes the lease along)
+                self.admission.admit(lease, key, held=held)
             try:
                 if is_modern(message):
                     return self._modern(request, message, caller, wanted)
@@ -142,7 +146,8 @@ class Streamable:
                     return failed(message)
 
         if stream:
-            return self.streams.answer(run, session if resumable else None)
+            max_age = self.config.stream_max_age if message.get("method") == "subscriptions/listen" else None
+            return self.streams.answer(run, session if resumable else None, max_age=max_age)
         sock = socket_of(http_request) if message.get("method") == "tools/call" else None
         with self.hangups.watching(sock) as hung_up:
             answer = run(lambda _n: None, hung_up)
@@ -171,8 +176,12 @@ class Streamable:
         session = self.restore(request, key)
         last_event_id = request.headers.get("Last-Event-ID")
         if last_event_id:
-            resumed = self.streams.resume(last_event_id, session)
+            with contextlib.ExitStack() as opening:
+                self.admission.admit(opening, key, held=False)  # the rest of an answer, as long as it takes
+                lease = opening.pop_all()
+            resumed = self.streams.resume(last_event_id, session, lease)  # the stream lets the place go
             if resumed is None:
+                lease.close()
                 raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown Last-Event-ID: that stream is gone")
             return resumed
         return self._changes(key)
@@ -181,8 +190,10 @@ class Streamable:
         """The stream that tells a session its tool list changed (for a key the gateway accepts)."""
         outbox: queue.Queue = queue.Queue()
         stop = threading.Event()
-        lease = contextlib.ExitStack()
-        tenant = lease.enter_context(self.tenancy.tenant(key))
+        with contextlib.ExitStack() as opening:
+            tenant = opening.enter_context(self.tenancy.tenant(key))
+            self.admission.admit(opening, key, held=True)
+            lease = opening.pop_all()  # held by the watch thread from here on
 
         def watch() -> None:
             with lease:

@@ -11,21 +11,25 @@ from werkzeug.wrappers import Request
 from ...config import Config
 from ...detached import DetachedCalls
 from ...keys import ApiKey, KeyRejected
+from ...limits import LimitReached, Limits
 from ...pool import TenantPool
 from ...protocol import jsonrpc, key_rejected
 from ...store import MemoryStore, SqliteStore
 from ...tenant import Tenant
-from .wire import INVALID_TOKEN, HttpError
+from .wire import INVALID_TOKEN, HttpError, busy
 
 
 class Tenancy:
     def __init__(self, config: Config, store: MemoryStore | SqliteStore) -> None:
-        """``store``: the instance's, where calls kept for a retry and rejected keys are shared."""
+        """``store``: the instance's, where calls kept for a retry, rejected keys and the limits'
+        counts are shared."""
         self.calls = DetachedCalls(store, config.host_timeout_grace)
+        self.limits = Limits(config, store)
         self.single_key = ApiKey.of(config.api_key or "")
-        self.single = Tenant(config, self.single_key, self.calls) if config.single_tenant and config.api_key else None
+        self.single = Tenant(config, self.single_key, self.calls, self.limits) \
+            if config.single_tenant and config.api_key else None
         self.pool = None if config.single_tenant else TenantPool(
-            config, factory=lambda c, key: Tenant(c, key, self.calls), store=store)
+            config, factory=lambda c, key: Tenant(c, key, self.calls, self.limits), store=store, limits=self.limits)
 
     def key(self, request: Request) -> ApiKey:
         """The request's key (made once, here), or the configured one in single-tenant mode; none is a 401."""
@@ -51,6 +55,8 @@ class Tenancy:
                     yield tenant
         except KeyRejected as exc:
             raise unauthorized(exc) from None
+        except LimitReached as exc:
+            raise busy(503, exc) from None
 
     def check(self, key: ApiKey) -> None:
         """Only a key the gateway accepts gets further (a stream, an operator endpoint)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import math
 import secrets
 import socket
 from typing import Any
@@ -18,6 +19,7 @@ from werkzeug.wrappers import Request, Response
 
 from ... import metrics
 from ...cancellation import reason_of
+from ...limits import LimitReached
 from ...logs import log
 from ...protocol import jsonrpc
 from ...protocol.eras import META_VERSION
@@ -48,6 +50,11 @@ class HttpError(Exception):
     def response(self, request_id: Any = None) -> Response:
         body = jsonrpc.error(request_id, JsonRpcError(self.code, self.message))
         return Response(jsonrpc.encode(body), self.status, headers=self.headers, mimetype=JSON)
+
+
+def busy(status: int, exc: LimitReached) -> HttpError:
+    """429 (the key's limit) or 503 (the server's) at once, saying which limit and when to come back."""
+    return HttpError(status, jsonrpc.LIMIT_REACHED, exc.message, {"Retry-After": str(math.ceil(exc.retry_after))})
 
 
 # -- reading a request ---------------------------------------------------------------------------

@@ -1,0 +1,59 @@
+"""Who may hold a worker thread for long: tool calls, streams and waits, within budgets.
+
+Each worker lets at most ``http_long_requests`` requests hold a thread for long (by default three
+quarters of its threads), so health checks and short requests always find one; a key may hold at
+most ``tenant_max_streams`` streams and waits open across the instance. A full budget is answered
+at once (503 for the server's, 429 for the key's, both with ``Retry-After``), never queued.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+from ... import metrics
+from ...config import Config
+from ...keys import ApiKey
+from ...limits import BUSY_RETRY_S, LimitReached, Limits
+from ...protocol import jsonrpc
+from .wire import busy
+
+LONG_METHODS = frozenset({"tools/call", "tasks/result", "subscriptions/listen"})
+HELD_METHODS = frozenset({"tasks/result", "subscriptions/listen"})  # open for as long as the client likes
+
+
+def long_request_places(config: Config) -> int:
+    """``http_long_requests``, or the worker's threads less a quarter (at least four kept free)."""
+    threads = config.http_threads
+    return config.http_long_requests or max(1, threads - max(4, threads // 4))
+
+
+def holds_long(message: Any) -> tuple[bool, bool]:
+    """Whether a request (or batch) may hold its thread for long, and whether it is a stream or wait."""
+    messages = message if isinstance(message, list) else [message]
+    methods = {jsonrpc.method_of(m) for m in messages}
+    return bool(methods & LONG_METHODS), bool(methods & HELD_METHODS)
+
+
+class Admission:
+    def __init__(self, config: Config, limits: Limits) -> None:
+        self.limits = limits
+        self.size = long_request_places(config)
+        self._places = threading.BoundedSemaphore(self.size)
+
+    def admit(self, lease: contextlib.ExitStack, key: ApiKey, *, held: bool) -> None:
+        """One of the key's stream places (``held``), then a long-request place of this worker, for as
+        long as ``lease`` is held; raises an ``HttpError`` (429 or 503) when none is free. The key's
+        limit comes first, so a greedy key is refused without taking the worker's places meanwhile."""
+        if held:
+            try:
+                lease.enter_context(self.limits.held(key.digest))
+            except LimitReached as exc:
+                metrics.ERRORS.labels("tenant_limit").inc()
+                raise busy(429, exc) from None
+        if not self._places.acquire(blocking=False):
+            metrics.ERRORS.labels("worker_busy").inc()
+            raise busy(503, LimitReached(f"This server is busy: all {self.size} places for long requests of "
+                                         "this worker are taken; try again shortly.", BUSY_RETRY_S))
+        lease.callback(self._places.release)

@@ -1,0 +1,207 @@
+"""The hosted server on the open internet: budgets for long work, per-key and per-instance limits
+that hold across workers and evictions, and abuse at default settings (real gunicorn, real sandbox)."""
+
+import concurrent.futures
+import contextlib
+import json
+import time
+
+import pytest
+import requests
+
+from colabhive_mcp.config import Config
+from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
+from colabhive_mcp.transports.http.admission import long_request_places
+
+from .http_server import HttpServer
+from .test_http import MODERN, modern, post, rpc
+
+SSE_ACCEPT = {"Accept": "text/event-stream"}
+
+
+@contextlib.contextmanager
+def server(url, *args, **env):
+    running = HttpServer(url, *args, env={f"COLABHIVE_{k.upper()}": str(v) for k, v in env.items()})
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def open_sse(server, key):
+    """``GET /sse``: the open response (read its first bytes to see it was admitted) or the refusal."""
+    response = requests.get(server.root + "/sse", headers={**SSE_ACCEPT, "Authorization": f"Bearer {key}"},
+                            stream=True, timeout=30)
+    if response.status_code == 200:
+        assert next(response.iter_content(None)).startswith(b"event: endpoint")
+    return response
+
+
+def listen(server, key):
+    """2026 ``subscriptions/listen``, held open."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": True}, "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                                                               "io.modelcontextprotocol/clientCapabilities": {}}}}
+    response = requests.post(server.url, data=json.dumps(body), stream=True, timeout=30, headers={
+        "Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+        "Authorization": f"Bearer {key}", "MCP-Protocol-Version": MODERN, "Mcp-Method": "subscriptions/listen"})
+    if response.status_code == 200:
+        assert next(response.iter_content(None))
+    return response
+
+
+def call(server, key, seconds):
+    """A call of the sandbox's batch job, which takes ``seconds``."""
+    return modern(server.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": seconds}}, key=key)
+
+
+def echo(server, key):
+    """A call that is answered at once; its result."""
+    answer = modern(server.url, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}, key=key)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["result"]
+
+
+def wait_for(condition, timeout=15):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def health_time(server):
+    started = time.perf_counter()
+    assert requests.get(server.root + "/healthz", timeout=30).status_code == 200
+    return time.perf_counter() - started
+
+
+def test_a_worker_keeps_threads_for_short_requests_whatever_holds_the_others(gateway_sandbox, sandbox, journal):
+    with server(gateway_sandbox.url, "--http-workers", "1", http_threads=8, http_long_requests=3) as one:
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            held = [pool.submit(call, one, DEMO_KEY, 4) for _ in range(3)]
+            wait_for(lambda: len(journal("invoke")) == 3)
+            refused = call(one, DEMO_KEY_B, 0)
+            assert refused.status_code == 503 and refused.headers["Retry-After"] == "5"
+            assert refused.json()["error"]["code"] == -31429 and "3 places" in refused.json()["error"]["message"]
+            assert health_time(one) < 1
+            assert modern(one.url, "tools/list", key=DEMO_KEY_B).status_code == 200  # short requests pass
+            assert all(not h.result().json()["result"].get("isError") for h in held)
+        assert echo(one, DEMO_KEY_B)["content"][0]["text"] == "hi"  # the places are free again
+
+
+def test_the_default_budget_leaves_a_quarter_of_the_threads_free():
+    assert long_request_places(Config()) == 48  # 64 threads
+    assert long_request_places(Config(http_threads=8)) == 4
+    assert long_request_places(Config(http_threads=512)) == 384
+    assert long_request_places(Config(http_threads=8, http_long_requests=6)) == 6
+
+
+def test_calls_per_key_are_counted_by_the_instance_through_evictions(gateway_sandbox, sandbox, journal):
+    with server(gateway_sandbox.url, "--http-workers", "2", tenant_max_concurrent=2, pool_size=1) as two:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            held = [pool.submit(call, two, DEMO_KEY, 3) for _ in range(2)]
+            wait_for(lambda: len(journal("invoke")) == 2)
+            for _ in range(4):  # whichever worker answers, and after the key's tenant was evicted there
+                assert not echo(two, DEMO_KEY_B).get("isError")
+                refused = echo(two, DEMO_KEY)
+                assert refused["isError"] and "limit is 2" in refused["content"][0]["text"]
+            assert len(journal("invoke")) == 2 + 4  # the refused calls never reached the gateway
+            assert all(h.result().status_code == 200 for h in held)
+        assert not echo(two, DEMO_KEY).get("isError")
+
+
+def test_streams_per_key_and_their_maximum_age(gateway_sandbox, sandbox):
+    with server(gateway_sandbox.url, "--http-workers", "2", tenant_max_streams=2, stream_max_age=3) as two:
+        first, second = open_sse(two, DEMO_KEY), listen(two, DEMO_KEY)
+        assert first.status_code == second.status_code == 200
+        for refused in (open_sse(two, DEMO_KEY), listen(two, DEMO_KEY)):
+            assert refused.status_code == 429 and int(refused.headers["Retry-After"]) > 0
+            assert "2 streams" in refused.json()["error"]["message"]
+        other = open_sse(two, DEMO_KEY_B)
+        assert other.status_code == 200  # another key's streams count apart
+        assert open_sse(two, "hive_made_up_key").status_code == 401  # only a key the gateway accepts
+        started = time.monotonic()
+        for held in (first, second, other):  # each ends by itself at its maximum age
+            for _chunk in held.iter_content(None):
+                pass
+            held.close()
+        assert time.monotonic() - started < 10
+        wait_for(lambda: open_sse(two, DEMO_KEY).status_code == 200)  # the places came back
+
+
+def test_new_keys_are_checked_with_the_gateway_at_a_bounded_rate(gateway_sandbox, sandbox, journal):
+    with server(gateway_sandbox.url, "--http-workers", "2", cold_fetches_per_minute=3) as two:
+        statuses = [rpc(two.url, "tools/list", key=f"hive_junk_{i}").status_code for i in range(8)]
+        assert statuses.count(401) == 3 and statuses.count(503) == 5
+        assert len(journal("manifest")) <= 3
+        refused = rpc(two.url, "tools/list", key="hive_junk_9")
+        assert 0 < int(refused.headers["Retry-After"]) <= 60 and "too many new API keys" in refused.text
+
+
+def test_a_2024_session_has_a_bounded_backlog(gateway_sandbox, sandbox):
+    from colabhive_mcp.transports.http.legacy_sse import MESSAGE_BACKLOG
+
+    with server(gateway_sandbox.url, "--http-workers", "1") as one:
+        stream = requests.get(one.root + "/sse", headers={**SSE_ACCEPT, "Authorization": f"Bearer {DEMO_KEY}"},
+                              stream=True, timeout=30)
+        lines = stream.iter_lines()
+        endpoint = next(line for line in lines if line.startswith(b"data:"))[5:].strip().decode()
+        assert post(one.root + endpoint, {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+                    ).status_code == 202
+        assert b'"id":"init"' in next(line for line in lines if line.startswith(b"data:"))
+        assert post(one.root + endpoint, {"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+        statuses = []
+        for i in range(MESSAGE_BACKLOG + 4):
+            answer = post(one.root + endpoint, {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                "name": "batch-report", "arguments": {"seconds": 3}}})
+            statuses.append(answer.status_code)
+            if answer.status_code == 429:
+                assert answer.headers["Retry-After"] == "1" and "waiting for their answers" in answer.text
+        assert statuses == [202] * MESSAGE_BACKLOG + [429] * 4
+        stream.close()
+
+
+def test_abuse_at_default_settings(gateway_sandbox, sandbox, journal):
+    """160 held streams with made-up keys, then 160 with one greedy real key: another tenant is served
+    in seconds and /healthz in under a second; one unknown key 20 times, and 100 junk keys: all 401,
+    the gateway asked little, a warm tenant's manifest not fetched again."""
+    with server(gateway_sandbox.url, pool_size=8) as default:  # 2 workers x 64 threads, limits at their defaults
+        assert modern(default.url, "tools/list", key=DEMO_KEY_B).status_code == 200  # a warm tenant
+        with concurrent.futures.ThreadPoolExecutor(160) as pool:
+            made_up = list(pool.map(lambda i: open_sse(default, f"hive_made_up_{i}"), range(160)))
+            assert {r.status_code for r in made_up} == {401}
+            greedy = list(pool.map(lambda _: open_sse(default, DEMO_KEY), range(160)))
+            statuses = [r.status_code for r in greedy]
+            assert statuses.count(200) == 8 and statuses.count(429) == 152  # tenant_max_streams
+            started = time.perf_counter()
+            assert modern(default.url, "tools/list", key=DEMO_KEY_B).status_code == 200
+            assert time.perf_counter() - started < 5 and health_time(default) < 1
+            for response in greedy:
+                response.close()
+        before = len(journal("manifest"))
+        unknown = [rpc(default.url, "tools/list", key="hive_unknown_one").status_code for _ in range(20)]
+        assert unknown == [401] * 20 and len(journal("manifest")) - before <= 3
+        junk = [rpc(default.url, "tools/list", key=f"hive_junk_{i}").status_code for i in range(100)]
+        assert junk == [401] * 100
+    assert "pool.tenant_evicted" not in default.stderr()  # no junk key took a real tenant's place
+
+
+@pytest.mark.parametrize("keys", [10])
+def test_many_long_calls_at_default_settings_leave_health_checks_fast(gateway_sandbox, sandbox, keys):
+    """300 concurrent long calls from several keys: what the budgets cannot take is refused at once."""
+    names = [f"hive_caller_{i}" for i in range(keys)]
+    for name in names:
+        sandbox.add_key(name)
+    with server(gateway_sandbox.url) as default:
+        with concurrent.futures.ThreadPoolExecutor(300) as pool:
+            started = time.monotonic()
+            calls = [pool.submit(call, default, names[i % keys], 4) for i in range(300)]
+            time.sleep(1.5)
+            assert health_time(default) < 1
+            answered = [c.result() for c in calls]
+        refused = [a for a in answered if a.status_code == 503]
+        served = [a for a in answered if a.status_code == 200]
+        assert len(served) + len(refused) == 300 and 0 < len(served) <= 2 * 48
+        assert all(a.headers["Retry-After"] for a in refused)
+        assert time.monotonic() - started < 20  # nothing waited in a queue behind the others
