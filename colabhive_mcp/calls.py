@@ -15,6 +15,7 @@ Each call is logged (``mcp.tool.invoked``) and counted once.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from typing import Any, Callable, Protocol
@@ -164,8 +165,8 @@ class ToolCall:
     def _keep(self, invocation_id: str | None) -> None:
         """The work goes on without this call: a retry of it, or the continuation tool, picks it up."""
         if self.key is not None and invocation_id is not None:
-            gateway = self.tenant.gateway
-            self.tenant.calls.detach(self.key, invocation_id, lambda kept: cancel_upstream(gateway, kept))
+            gateway, context = self.tenant.gateway, contextvars.copy_context()  # its logs' fields, its trace
+            self.tenant.calls.detach(self.key, invocation_id, lambda kept: context.run(cancel_upstream, gateway, kept))
 
     def _failed(self, exc: GatewayError) -> dict[str, Any]:
         """The answer to a gateway failure: around existing work, the work is kept and named."""

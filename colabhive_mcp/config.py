@@ -211,6 +211,9 @@ class Config:
         None, text, "HTTP: the instance's private directory, shared by its workers (the instance store, the cancel "
         "relay); default: $RUNTIME_DIRECTORY under systemd, else one that serve makes and removes",
         env="COLABHIVE_RUNTIME_DIR", metavar="DIR")
+    store_max_entries: int = _setting(
+        100_000, number(int, 1000, 10_000_000), "HTTP: entries the instance store keeps at most (the soonest to "
+        "expire go first)", env="COLABHIVE_STORE_MAX_ENTRIES")
     resumable_streams: bool | None = _setting(
         None, boolean, "HTTP: offer the GET stream and SSE resumption, which need a session's requests to "
         "reach the same process (default: in single-tenant mode)", env="COLABHIVE_RESUMABLE_STREAMS")

@@ -14,9 +14,9 @@ import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
-from . import __version__, metrics
+from . import __version__, metrics, tracing
 from .keys import ApiKey, KeyRejected
 from .logs import log, redact
 
@@ -68,6 +68,7 @@ class Gateway:
         would travel to them). ``max_*_bytes``: the most a manifest page, or any other answer, may
         hold once decoded (a gzip bomb stops there)."""
         self.base_url = base_url.rstrip("/")
+        self.host = urlsplit(self.base_url).hostname or ""
         self.max_manifest_bytes = max_manifest_bytes
         self.max_result_bytes = max_result_bytes
         self.proxy = proxy
@@ -177,23 +178,27 @@ class Gateway:
             seen.add(cursor)
         raise GatewayError(f"the gateway's manifest has more than {MAX_MANIFEST_PAGES} pages")
 
-    def _request(self, method: str, path: str, *, timeout: float | None = None, **kwargs: Any) -> requests.Response:
+    def _request(self, method: str, path: str, *, timeout: float | None = None, headers: dict[str, str] | None = None,
+                 **kwargs: Any) -> requests.Response:
         """Send one request, retrying connection failures and 502/503/504 with backoff.
 
         Every route the client uses is safe to retry: GETs are idempotent, ``:invoke``
         carries an ``Idempotency-Key`` and ``:cancel`` is idempotent by nature. Redirects are
         never followed (the key would go with them to wherever they point): a 3xx is an error.
         """
-        url = self.base_url + path
+        url, headers = self.base_url + path, headers or {}  # and the caller's trace context, if any
         route = metrics.upstream_route(method, path)
         cap = self.max_manifest_bytes if route == "manifest" else self.max_result_bytes
         for attempt in range(self.retries + 1):
             last = attempt == self.retries
             started = time.perf_counter()
             try:
-                response = self.session.request(method, url, timeout=timeout or self.timeout,
-                                                allow_redirects=False, stream=True, **kwargs)
-                _read(response, cap)  # the whole body now, so a broken stream is retried here
+                with tracing.span(f"{method} {route}", {"http.request.method": method, "server.address": self.host},
+                                  client=True) as span:
+                    response = self.session.request(method, url, timeout=timeout or self.timeout, allow_redirects=False,
+                                                    stream=True, headers={**headers, **tracing.headers()}, **kwargs)
+                    span.set("http.response.status_code", response.status_code)
+                    _read(response, cap)  # the whole body now, so a broken stream is retried here
                 metrics.UPSTREAM.labels(route, str(response.status_code)).inc()
                 metrics.UPSTREAM_LATENCY.labels(route).observe(time.perf_counter() - started)
                 if response.status_code < 300 or response.status_code == 304:

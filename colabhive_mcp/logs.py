@@ -52,7 +52,8 @@ def _json_sink(stream: TextIO):
     def write(message: Any) -> None:
         record = message.record
         line: dict[str, Any] = {"ts": record["time"].isoformat(timespec="milliseconds"),
-                                "level": record["level"].name.lower(), "event": record["message"]}
+                                "level": record["level"].name.lower(), "event": record["message"],
+                                "pid": record["process"].id}  # which worker of an instance
         line.update(record["extra"])
         stream.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
         stream.flush()

@@ -3,12 +3,19 @@
 A :class:`Manifest` is immutable; the cache swaps in a new one when the gateway has news.
 Threads that find the copy stale while another thread is fetching wait for that fetch
 instead of starting their own, so a burst of cold requests costs one upstream GET.
+
+With an :class:`InstanceCopy`, the workers of an instance share that work through its store:
+the worker whose copy expires first asks the gateway (conditionally) and records the answer;
+the others take it from the store, so a tenant's manifest costs the instance one GET per TTL,
+and when the gateway fails, every worker serves the last good copy, even one that never
+fetched it itself.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -18,8 +25,12 @@ from . import metrics, interning
 from .gateway import Gateway, GatewayError
 from .keys import KeyRejected
 from .logs import log
+from .store import MemoryStore, SqliteStore
 
 RETRY_AFTER_FAILURE_S = 5.0
+COPIES, CONFIRMED, FETCHING = "manifest", "manifest-confirmed", "manifest-fetching"
+KEPT_S = 3600.0  # how long after its last confirmation the instance keeps a tenant's copy
+LOOK_AGAIN_S = 0.05  # how often a worker looks whether another one's fetch has landed
 
 
 @dataclass(frozen=True)
@@ -42,16 +53,55 @@ class ManifestError(Exception):
     """No manifest can be served (the gateway failed and there is no copy to fall back on)."""
 
 
+class InstanceCopy:
+    """One tenant's manifest as its instance knows it: the last good copy, when the gateway last
+    confirmed it, and whether a worker is asking the gateway now. Keyed by the key's digest."""
+
+    def __init__(self, store: MemoryStore | SqliteStore, digest: str, clock: Callable[[], float] = time.time) -> None:
+        self.store, self.digest, self.clock = store, digest, clock
+
+    def age(self) -> tuple[str | None, float] | None:
+        """The confirmed copy's ETag and seconds since the gateway confirmed it; ``None``: no copy."""
+        confirmed = self.store.get(CONFIRMED, self.digest)
+        return None if confirmed is None else (confirmed["etag"], self.clock() - confirmed["at"])
+
+    def load(self) -> Manifest | None:
+        copy = self.store.get(COPIES, self.digest)
+        return None if copy is None else Manifest(tuple(copy["entries"]), copy["etag"])
+
+    def confirm(self, manifest: Manifest, changed: bool) -> None:
+        """The gateway just answered with ``manifest`` (``changed``: a copy the store does not hold)."""
+        if changed:
+            self.store.put(COPIES, self.digest, {"etag": manifest.etag, "entries": list(manifest.entries)}, KEPT_S)
+        self.store.put(CONFIRMED, self.digest, {"etag": manifest.etag, "at": self.clock()}, KEPT_S)
+
+    def expire(self) -> None:
+        """Let no worker take the copy without asking the gateway first (it stays the fallback)."""
+        self.store.delete(CONFIRMED, self.digest)
+
+    def claim(self, seconds: float) -> bool:
+        """Become the worker that asks the gateway (for ``seconds`` at most); False: another one is."""
+        return self.store.add(FETCHING, self.digest, os.getpid(), seconds)
+
+    def release(self) -> None:
+        self.store.delete(FETCHING, self.digest)
+
+    def fetching(self) -> bool:
+        return self.store.get(FETCHING, self.digest) is not None
+
+
 class ManifestCache:
     """A tenant's manifest, fetched lazily and revalidated after ``ttl`` seconds."""
 
     def __init__(self, gateway: Gateway, *, ttl: float = 60.0, pin: str | None = None,
                  snapshot: Manifest | None = None, rejection_ttl: float = 30.0, conditional: bool = True,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 instance: InstanceCopy | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         """``pin`` refuses any manifest whose ETag differs; a ``snapshot`` is served forever; a key
         the gateway rejected is answered from memory for ``rejection_ttl`` seconds; without
-        ``conditional``, the manifest is fetched whole (no ``If-None-Match``) when it expires."""
+        ``conditional``, the manifest is fetched whole (no ``If-None-Match``) when it expires;
+        ``instance``: the copy shared by the instance's workers."""
         self.gateway = gateway
+        self.instance = instance
         self.ttl = ttl
         self.conditional = conditional
         self.pin = pin
@@ -83,10 +133,65 @@ class ManifestCache:
             return self._refresh()
 
     def invalidate(self) -> None:
-        """Make the next :meth:`get` revalidate with the gateway."""
+        """Make the next :meth:`get` revalidate with the gateway, in whichever worker it runs."""
         self._expires = 0.0
+        if self.instance is not None:
+            self.instance.expire()
 
     def _refresh(self) -> Manifest:
+        """Under the fetch lock: the instance's fresh copy, else the gateway's answer (one worker
+        asks it; the others wait a moment for that answer, serving what they have meanwhile)."""
+        if self.instance is None:
+            return self._fetch()
+        shared = self._from_instance()
+        if shared is not None:
+            return shared
+        claimed = self.instance.claim(self.gateway.timeout + 5)
+        if not claimed:
+            shared = self._await_instance()
+            if shared is not None:
+                return shared
+        try:
+            return self._fetch()
+        finally:
+            if claimed:
+                self.instance.release()
+
+    def _from_instance(self) -> Manifest | None:
+        """The copy another worker got from the gateway within the TTL (our own object when it is the same)."""
+        assert self.instance is not None
+        known = self.instance.age()
+        if known is None or known[1] >= self.ttl:
+            return None
+        etag, age = known
+        current = self._current
+        if current is None or etag is None or current.etag != etag:
+            copy = self.instance.load()
+            if copy is None or copy.etag != etag or (self.pin and copy.etag != self.pin):
+                return None
+            if current is None or copy.digests != current.digests:
+                self._current = current = copy
+        self._rejection, self._expires = None, self.clock() + self.ttl - age
+        metrics.MANIFEST.labels("instance").inc()
+        return current
+
+    def _await_instance(self) -> Manifest | None:
+        """Another worker is asking the gateway: serve our copy meanwhile (and look again in a
+        second), or, with none, wait a while for theirs."""
+        if self._current is not None:
+            self._expires = self.clock() + min(self.ttl, 1.0)
+            metrics.MANIFEST.labels("hit").inc()
+            return self._current
+        assert self.instance is not None
+        deadline = self.clock() + self.gateway.timeout
+        while self.clock() < deadline:
+            time.sleep(LOOK_AGAIN_S)
+            shared = self._from_instance()
+            if shared is not None or not self.instance.fetching():  # news, or it ended without any
+                return shared
+        return None
+
+    def _fetch(self) -> Manifest:
         current = self._current
         etag = current.etag if current else None
         started = time.perf_counter()
@@ -107,6 +212,9 @@ class ManifestCache:
                      bytes=document.size if document else 0, tools=len(current.entries),
                      tenant=self.gateway.key_id).info("manifest.fetched")
             metrics.MANIFEST.labels("not_modified").inc()
+            if self.instance is not None:
+                known = self.instance.age()
+                self.instance.confirm(current, changed=known is None or known[0] != current.etag)
             return current  # unchanged: the same object, so nobody is told the list changed
         if self.pin and document.etag != self.pin:
             return self._fall_back(GatewayError(
@@ -115,10 +223,18 @@ class ManifestCache:
                  tools=len(document.entries), tenant=self.gateway.key_id).info("manifest.fetched")
         self._current = Manifest(document.entries, document.etag)
         metrics.MANIFEST.labels("fetched").inc()
+        if self.instance is not None:
+            self.instance.confirm(self._current, changed=True)
         return self._current
 
     def _fall_back(self, exc: GatewayError) -> Manifest:
-        """Serve the copy we have (and say so), or fail when there is none."""
+        """Serve the instance's last good copy (what any of its workers last got from the gateway:
+        maybe newer than ours) or ours (and say so), or fail when there is none."""
+        if self.instance is not None:
+            copy = self.instance.load()
+            if copy is not None and (self._current is None or copy.etag != self._current.etag) and (
+                    not self.pin or copy.etag == self.pin):
+                self._current = copy
         current = self._current
         self._expires = self.clock() + min(self.ttl, RETRY_AFTER_FAILURE_S)
         if current is None:

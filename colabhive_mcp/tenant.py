@@ -15,16 +15,15 @@ from . import results, metrics
 from .config import Config
 from .builtin_tools import ENTRIES as BUILTINS
 from .calls import ToolCall
-from .detached import DetachedCalls
 from .gateway import Gateway, GatewayError
 from .keys import ApiKey, KeyRejected
 from .invocation import Backoff, follow
-from .limits import LimitReached, Limits
+from .instance import Instance
+from .limits import LimitReached
 from .logs import log
-from .manifest import Manifest, ManifestCache, ManifestError, load_snapshot
+from .manifest import InstanceCopy, Manifest, ManifestCache, ManifestError, load_snapshot
 from .policy import Policy
 from .profiles import UNKNOWN, Profile
-from .store import MemoryStore
 from .tools import Catalog, Tool
 
 
@@ -42,14 +41,14 @@ class Unreachable(Exception):
 class Tenant:
     """Everything one API key needs; safe to use from many threads at once."""
 
-    def __init__(self, config: Config, api_key: ApiKey | str, calls: DetachedCalls | None = None,
-                 limits: Limits | None = None) -> None:
-        """``calls``: where calls cut off by their host are kept; ``limits``: where the key's calls are
-        counted (both shared by the instance; by default, this tenant's own, in memory)."""
+    def __init__(self, config: Config, api_key: ApiKey | str, instance: Instance | None = None) -> None:
+        """``instance``: what the tenants of the instance share (calls cut off by their hosts, the
+        limits' counts, last good manifests); by default, this tenant's own, in memory."""
         key = api_key if isinstance(api_key, ApiKey) else ApiKey.of(api_key)
+        instance = instance or Instance.of(config)
         self.config = config
-        self.calls = calls or DetachedCalls(MemoryStore(), config.host_timeout_grace)
-        self.limits = limits or Limits(config)
+        self.calls = instance.calls
+        self.limits = instance.limits
         self.digest = key.digest
         self.key_id = key.log_id
         self.binding = key.binding  # what tokens bound to this key carry
@@ -59,7 +58,9 @@ class Tenant:
         snapshot = load_snapshot(config.manifest_snapshot) if config.manifest_snapshot else None
         self.manifest = ManifestCache(self.gateway, ttl=config.manifest_ttl, pin=config.manifest_pin,
                                       snapshot=snapshot, rejection_ttl=config.rejected_key_ttl,
-                                      conditional=config.manifest_etag)
+                                      conditional=config.manifest_etag,
+                                      instance=InstanceCopy(instance.store, key.digest)
+                                      if instance.shares_manifests else None)
         self.policy = Policy.from_config(config)
         self.backoff = Backoff(initial=config.poll_initial, maximum=config.poll_max_interval)
         self._catalogs: dict[str, Catalog] = {}  # per client profile, for the current manifest

@@ -192,8 +192,13 @@ def parse_sse(text):
 
 
 def same_id(a, b):
-    """JSON-equal ids: ``1`` is not ``1.0`` nor ``true``."""
-    return type(a) is type(b) and a == b
+    """JSON-equal ids: ``1`` is not ``1.0`` nor ``true``; a string's escaped surrogate pair is the
+    character it encodes (``"\\ud800\\udc00"`` is U+10000 to any JSON reader)."""
+    return type(a) is type(b) and (_code_points(a) == _code_points(b) if isinstance(a, str) else a == b)
+
+
+def _code_points(text):
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
 
 
 def valid_id(value):

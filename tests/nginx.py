@@ -1,14 +1,14 @@
 """The distribution's nginx running the project's site file (conf/nginx/colabhive-mcp.conf), as
-deployed except for its ports, paths and name: tests reach it as https://localhost:PORT.
+deployed except for its addresses, paths and name (rendered by scripts/cluster.py): tests reach it
+as https://localhost:PORT.
 
 The binary is the one on PATH, else Debian's package fetched once with ``apt-get download`` and
 unpacked into .cache/nginx (no root needed, nothing installed system-wide).
 """
 
-import os
-import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,8 +17,10 @@ import pytest
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
-SITE = ROOT / "conf" / "nginx" / "colabhive-mcp.conf"
 CACHE = ROOT / ".cache" / "nginx"
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from cluster import free_address, nginx_conf, render_site  # noqa: E402
 
 
 def binary() -> str:
@@ -38,48 +40,22 @@ def binary() -> str:
     return str(CACHE / "usr" / "sbin" / "nginx")
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def site(upstreams: list[str], http_port: int, https_port: int, directory: Path) -> str:
-    """The project's site file with this test's upstreams, ports, certificate and log paths."""
-    text = SITE.read_text()
-    text = re.sub(r"(upstream colabhive_mcp \{\n)\s*server 127\.0\.0\.1:8765;",
-                  lambda m: m.group(1) + "".join(f"    server {u};\n" for u in upstreams), text)
-    text = re.sub(r"\n\s*listen \[::\][^\n]*", "", text)  # the test machine may have no IPv6
-    text = text.replace("listen 80;", f"listen 127.0.0.1:{http_port};")
-    text = re.sub(r"listen 443 ssl", f"listen 127.0.0.1:{https_port} ssl", text)
-    text = text.replace("mcp.example.com", "localhost")
-    text = re.sub(r"ssl_certificate +\S+;", f"ssl_certificate {directory}/cert.pem;", text)
-    text = re.sub(r"ssl_certificate_key +\S+;", f"ssl_certificate_key {directory}/key.pem;", text)
-    return text.replace("/var/log/nginx/colabhive-mcp.access.log", str(directory / "access.log"))
-
-
 class Nginx:
     """nginx in front of ``upstreams`` (HOST:PORT of colabhive-mcp servers); ``url`` is its /mcp."""
 
     def __init__(self, upstreams: list[str]) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="colabhive-nginx-"))
-        self.port = free_port()
+        self.port = int(free_address().rsplit(":", 1)[1])
         self.root = f"https://localhost:{self.port}"
         self.url = self.root + "/mcp"
         self.cert = str(self.directory / "cert.pem")  # what clients verify the TLS connection with
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
                         "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", str(self.directory / "key.pem"),
                         "-out", str(self.directory / "cert.pem")], check=True, capture_output=True, timeout=60)
-        (self.directory / "site.conf").write_text(site(upstreams, free_port(), self.port, self.directory))
-        temp = "".join(f"    {kind}_temp_path {self.directory}/{kind};\n"
-                       for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-        (self.directory / "nginx.conf").write_text(
-            ("user root;\n" if os.geteuid() == 0 else "")
-            + f"worker_processes 1;\npid {self.directory}/nginx.pid;\nerror_log {self.directory}/error.log warn;\n"
-            f"events {{ worker_connections 4096; }}\nhttp {{\n{temp}    access_log {self.directory}/other.log;\n"
-            f"    include {self.directory}/site.conf;\n}}\n")  # as the distribution's nginx.conf would
+        site = self.directory / "site.conf"
+        site.write_text(render_site(upstreams, f"127.0.0.1:{self.port}", self.directory,
+                                    tls=(self.cert, str(self.directory / "key.pem"))))
+        (self.directory / "nginx.conf").write_text(nginx_conf(self.directory, site))
         self.command = [binary(), "-p", str(self.directory), "-c", str(self.directory / "nginx.conf")]
         self.process: subprocess.Popen | None = None
 

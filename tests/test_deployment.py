@@ -35,12 +35,13 @@ def test_the_systemd_unit_exposes_little():
 def behind_nginx(gateway_sandbox):
     server = HttpServer(gateway_sandbox.url, "--http-workers", "2")
     proxy = Nginx([f"127.0.0.1:{server.port}"])
-    checked = proxy.check()
-    assert checked.returncode == 0, checked.stderr
-    proxy.start()
-    yield proxy
-    proxy.stop()
-    server.stop()
+    try:
+        checked = proxy.check()
+        assert checked.returncode == 0, checked.stderr
+        yield proxy.start()
+    finally:
+        proxy.stop()
+        server.stop()
 
 
 def through(proxy, body, key=DEMO_KEY, url=None, **headers):

@@ -95,9 +95,9 @@ def faulty(gateway_sandbox):
 
 @pytest.fixture(scope="module")
 def revalidating(gateway_sandbox):
-    """One worker (so the tenant that cached a manifest serves the next call) that revalidates the
-    manifest on every request (TTL 0)."""
-    server = LoggedServer(gateway_sandbox.url, "--http-workers", "1", env={"COLABHIVE_MANIFEST_TTL": "0"})
+    """Two workers (as deployed: a worker that never fetched a tenant's manifest still serves the
+    instance's last good copy) that revalidate the manifest on every request (TTL 0)."""
+    server = LoggedServer(gateway_sandbox.url, "--http-workers", "2", env={"COLABHIVE_MANIFEST_TTL": "0"})
     yield server
     server.stop()
 

@@ -7,8 +7,9 @@ import pytest
 
 from colabhive_mcp.gateway import Gateway
 from colabhive_mcp.keys import ApiKey
-from colabhive_mcp.manifest import ManifestCache, ManifestError, load_snapshot
+from colabhive_mcp.manifest import InstanceCopy, ManifestCache, ManifestError, load_snapshot
 from colabhive_mcp.sandbox import DEMO_KEY
+from colabhive_mcp.store import MemoryStore
 
 
 class Clock:
@@ -88,6 +89,19 @@ def test_a_stale_copy_is_served_while_the_gateway_is_down(sandbox, gateway, jour
     sandbox.faults.clear()
     clock.now += 10
     assert cache.get() is manifest and first_pages(journal)[-1]["status"] == 304
+
+
+def test_while_the_gateway_is_down_every_worker_serves_the_instances_newest_copy(sandbox, gateway):
+    store = MemoryStore()
+    digest = ApiKey.of(DEMO_KEY).digest
+    first, second = (ManifestCache(gateway, ttl=0, instance=InstanceCopy(store, digest)) for _ in range(2))
+    old = first.get()  # the first worker's copy
+    sandbox.add_action({"name": "published-now", "description": "new", "inputSchema": {"type": "object"}})
+    new = second.get()  # the second worker's, newer
+    assert new.etag != old.etag
+    sandbox.faults.add(route="manifest", kind="status", status=503, count=None)
+    served = first.get()
+    assert served.etag == new.etag and "published-now" in served.by_slug  # not its own older copy
 
 
 def test_no_copy_and_no_gateway_is_a_clear_error(sandbox, gateway):

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from .. import __version__, logs, upgrade
+from .. import __version__, logs, tracing, upgrade
 from ..config import SETTINGS, Config, ConfigError, Resolved, load
 
 CLIENTS = ("claude-desktop", "cursor", "claude-code", "n8n", "vscode")
@@ -170,6 +170,7 @@ def run_stdio(args: argparse.Namespace) -> int:
         if not config.api_key:
             raise ConfigError("no API key: set COLABHIVE_API_KEY (or pass --sandbox to try the sandbox gateway)")
         tenant = Tenant(config, config.api_key)
+        tracing.configure()
         logs.log.bind(gateway=config.api_url, tenant=tenant.key_id).info("stdio.ready")
         stdio.serve(Server(config, list_changed=True), tenant, max_message_bytes=config.max_message_bytes, workers=config.workers)
     return 0

@@ -14,9 +14,9 @@ handshake of 2024-11-05 … 2025-11-25, scoped to the session.
 from __future__ import annotations
 
 import secrets
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from .. import metrics, profiles
+from .. import metrics, profiles, tracing
 from ..cancellation import USER, Cancellation, reason_of
 from ..config import Config
 from ..keys import KeyRejected
@@ -58,10 +58,13 @@ class Server:
 
     def handle(self, message: Any, *, tenant: Tenant, session: Session,
                notify: Callable[[dict[str, Any]], None] = lambda _m: None,
-               cancelled: Cancellation | None = None, narrow: Narrowing | None = None) -> dict[str, Any] | None:
+               cancelled: Cancellation | None = None, narrow: Narrowing | None = None,
+               trace: Mapping[str, str] | None = None) -> dict[str, Any] | None:
         """Serve one decoded message; returns the response, or ``None`` when none is due.
 
         ``narrow`` is a request's own narrowing of the tool set (hosted mode): it can only hide tools.
+        ``trace`` is the transport's W3C trace context (HTTP headers), for a request whose
+        ``_meta`` carries none.
         """
         try:
             jsonrpc.check_envelope(message)
@@ -81,26 +84,37 @@ class Server:
         if self.config.log_frames:
             notify = _logging_frames(notify)
             log.bind(direction="in", frame=_frame(message)).info("mcp.frame")
-        try:  # every record of this request carries its id and the key's hash
-            with logger.contextualize(request_id=secrets.token_hex(6), tenant=tenant.key_id):
-                response = jsonrpc.result(message["id"], self._dispatch(
-                    message, tenant, session, notify, cancelled, narrow.policy() if narrow else None))
-        except JsonRpcError as exc:
-            metrics.ERRORS.labels(f"jsonrpc_{-exc.code}").inc()
-            response = jsonrpc.error(message["id"], exc)
-        except KeyRejected as exc:
-            metrics.ERRORS.labels("key_rejected").inc()
-            response = jsonrpc.error(message["id"], key_rejected(exc))
-        except Exception:
-            metrics.ERRORS.labels("internal").inc()
-            log.bind(method=message["method"]).exception("mcp.internal_error")
-            response = jsonrpc.internal_error(message)
+        carried = tracing.carried(jsonrpc.meta_of(message)) or tracing.carried(trace or {})
+        fields = {"trace_id": tracing.trace_id(carried)} if carried else {}
+        try:  # every record of this request carries its id, the key's hash and the caller's trace
+            with logger.contextualize(request_id=secrets.token_hex(6), tenant=tenant.key_id, **fields), \
+                    tracing.span(*_span_of(message, session), carried) as span:
+                response = self._respond(message, tenant, session, notify, cancelled, narrow)
+                _settle(span, response)
         finally:
             self.context.inflight.untrack(key)
         answer = None if cancelled.is_set() and not self.context.stopping.is_set() else response
         if self.config.log_frames and answer is not None:
             log.bind(direction="out", frame=_frame(answer)).info("mcp.frame")
         return answer
+
+    def _respond(self, message: dict[str, Any], tenant: Tenant, session: Session,
+                 notify: Callable[[dict[str, Any]], None], cancelled: Cancellation,
+                 narrow: Narrowing | None) -> dict[str, Any]:
+        """The response to a request: its result, or the JSON-RPC error it comes to."""
+        try:
+            return jsonrpc.result(message["id"], self._dispatch(
+                message, tenant, session, notify, cancelled, narrow.policy() if narrow else None))
+        except JsonRpcError as exc:
+            metrics.ERRORS.labels(f"jsonrpc_{-exc.code}").inc()
+            return jsonrpc.error(message["id"], exc)
+        except KeyRejected as exc:
+            metrics.ERRORS.labels("key_rejected").inc()
+            return jsonrpc.error(message["id"], key_rejected(exc))
+        except Exception:
+            metrics.ERRORS.labels("internal").inc()
+            log.bind(method=message["method"]).exception("mcp.internal_error")
+            return jsonrpc.internal_error(message)
 
     def handle_batch(self, messages: list[Any], session: Session, **context: Any) -> list[dict[str, Any]] | dict[str, Any] | None:
         """A JSON-RPC batch: only a 2025-03-26 session may send one."""
@@ -202,6 +216,26 @@ def key_rejected(exc: KeyRejected) -> JsonRpcError:
     return JsonRpcError(jsonrpc.KEY_REJECTED, f"{exc.message[0].upper()}{exc.message[1:]}. Check the API key: "
                         "COLABHIVE_API_KEY for a local server, the Authorization or X-API-Key header for a "
                         "hosted one.")
+
+
+def _span_of(message: dict[str, Any], session: Session) -> tuple[str, dict[str, Any]]:
+    """A request's span name and attributes (OpenTelemetry's conventions for MCP)."""
+    method, params, meta = message["method"], jsonrpc.params_of(message), jsonrpc.meta_of(message)
+    tool = params.get("name") if method == "tools/call" and isinstance(params.get("name"), str) else None
+    modern = meta.get(META_VERSION) if isinstance(meta.get(META_VERSION), str) else None
+    attributes = {"mcp.method.name": method, "jsonrpc.request.id": str(message["id"]),
+                  "mcp.protocol.version": modern or session.version,
+                  "mcp.session.id": None if modern or session.version is None else session.id,
+                  "gen_ai.tool.name": tool, "gen_ai.operation.name": "execute_tool" if tool else None}
+    return (f"{method} {tool}" if tool else method), attributes
+
+
+def _settle(span: tracing.Span, response: dict[str, Any]) -> None:
+    """Mark a request's span failed when its answer is an error (or a tool's error result)."""
+    if "error" in response:
+        span.fail(str(response["error"].get("code")))
+    elif isinstance(response.get("result"), dict) and response["result"].get("isError") is True:
+        span.fail("tool_error")
 
 
 def _logging_frames(notify: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:

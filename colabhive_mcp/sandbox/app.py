@@ -111,6 +111,8 @@ class SandboxApp:
             "status": response.status_code if response else 0,
             "idempotency_key": request.headers.get("Idempotency-Key"),
             "if_none_match": request.headers.get("If-None-Match"),
+            "traceparent": request.headers.get("traceparent"),
+            "tracestate": request.headers.get("tracestate"),
             "cursor": request.args.get("cursor"),
             "fault": fault.kind if fault else None,
         })

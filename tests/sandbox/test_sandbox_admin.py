@@ -31,7 +31,7 @@ def test_journal_records_requests_without_raw_keys(sb: Sandbox, alpha: Any) -> N
     assert journal[0]["key"] == hashlib.sha256(DEMO_KEY.encode()).hexdigest()[:12]
     assert set(journal[0]) == {
         "t", "method", "route", "path", "slug", "invocation_id", "key", "status", "idempotency_key",
-        "if_none_match", "cursor", "fault",
+        "if_none_match", "cursor", "fault", "traceparent", "tracestate",
     }
     dumped = json.dumps(journal)
     assert not any(key in dumped for key in [*DEMO_KEYS, "hive_wrong"])

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Request, Response
 
-from ... import metrics
+from ... import metrics, tracing
 from ...config import Config, ConfigError, load
 from ...logs import configure, log
 from ...protocol import Server, jsonrpc
@@ -43,7 +43,7 @@ class McpApp:
         check_config(config)
         self.config = config
         resumable = config.single_tenant if config.resumable_streams is None else config.resumable_streams
-        store = open_store(config.runtime_dir)  # what the workers of this instance agree on
+        store = open_store(config.runtime_dir, config.store_max_entries)  # what this instance's workers agree on
         self.core = Server(config, list_changed=resumable, store=store)  # announced on the GET stream (affinity)
         self.tenancy = Tenancy(config, store)
         sessions = SessionCodec(self.core.context.secret, config.session_max_age)
@@ -152,4 +152,5 @@ def create_app(config: Config | None = None) -> McpApp:
     if config is None:
         config = load().config
         configure(config.log_level, config.log_format, file=config.log_file)
+        tracing.configure()  # in each worker: an exporter's thread does not survive a fork
     return McpApp(config)

@@ -15,6 +15,7 @@ import tempfile
 import threading
 from typing import Any
 
+from ... import tracing
 from ...config import Config, environment
 from ...logs import log
 from .relay import RELAY_DIR
@@ -152,4 +153,5 @@ def run_debug(config: Config) -> None:
     from .app import McpApp
 
     host, _, port = config.bind.rpartition(":")
+    tracing.configure()
     run_simple(host.strip("[]"), int(port), McpApp(config), threaded=True)

@@ -18,6 +18,7 @@ from typing import Iterator
 
 from werkzeug.wrappers import Request, Response
 
+from ... import tracing
 from ...logs import log
 from ...protocol import Server, Session, jsonrpc
 from ...protocol.jsonrpc import JsonRpcError
@@ -96,10 +97,13 @@ class LegacySse:
             raise HttpError(429, jsonrpc.INVALID_REQUEST, f"This session already has {MESSAGE_BACKLOG} messages "
                             "waiting for their answers: send more once some are answered", {"Retry-After": "1"})
 
+        trace = tracing.carried(request.headers)  # read now: the work runs after this request is answered
+
         def work() -> None:
             try:
                 with self.tenancy.tenant(key) as tenant:
-                    answer = self.core.handle(message, tenant=tenant, session=opened.session, notify=opened.outbox.put)
+                    answer = self.core.handle(message, tenant=tenant, session=opened.session, notify=opened.outbox.put,
+                                              trace=trace)
             except Exception:
                 answer = failed(message)
             finally:

@@ -4,6 +4,8 @@ POST: a 2026-07-28 request is stateless (its routing headers checked against its
 follows the legacy handshake, whose ``Mcp-Session-Id`` is a signed token any worker can verify.
 Answers are JSON, or SSE when the request will send notifications first. GET is the legacy
 notification stream or a resumption (where resumable streams are offered); DELETE ends a session.
+What a session's later requests must know (it ended; its log level) is in the instance store, so
+any worker serving them knows it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from cachetools import TTLCache
 from werkzeug.wrappers import Request, Response
 
 from ...cancellation import Cancellation
@@ -48,14 +49,16 @@ class Caller:
     lease: contextlib.ExitStack
 
 
+SESSIONS = "session"  # session id -> {"ended": true} or {"log_level": ...}
+
+
 class Streamable:
     def __init__(self, core: Server, config: Config, tenancy: Tenancy, admission: Admission, streams: Streams,
                  sessions: SessionCodec, relay: CancelRelay | None) -> None:
         self.core, self.config, self.tenancy, self.admission, self.streams = core, config, tenancy, admission, streams
         self.sessions, self.relay = sessions, relay
         self.hangups = HangupWatch(DISCONNECT_CHECK_S)
-        self._log_levels: TTLCache = TTLCache(maxsize=10_000, ttl=config.session_max_age)
-        self._ended: TTLCache = TTLCache(maxsize=100_000, ttl=config.session_max_age)
+        self.store = tenancy.instance.store
 
     # -- POST -----------------------------------------------------------------------------------
 
@@ -112,9 +115,9 @@ class Streamable:
         version = request.headers.get("MCP-Protocol-Version")
         if version is not None and version not in LEGACY_VERSIONS:
             raise HttpError(400, jsonrpc.INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}")
-        session.log_level = self._log_levels.get(session.id)
         if isinstance(message, list):
-            answer = self.core.handle_batch(message, session=session, tenant=caller.tenant, narrow=narrowing(request))
+            answer = self.core.handle_batch(message, session=session, tenant=caller.tenant, narrow=narrowing(request),
+                                            trace=request.headers)
             return Response(status=202) if answer is None else json_response(answer, 200)
         if not (isinstance(message, dict) and "id" in message and "method" in message):
             answer = self.core.handle(message, tenant=caller.tenant, session=session)
@@ -128,7 +131,7 @@ class Streamable:
                 resumable or may_ask(self.config.confirm_side_effects, session.capabilities)))
         response = self._answer(message, caller, session, request, STATUS_BY_CODE, stream=stream, resumable=resumable)
         if message.get("method") == "logging/setLevel" and session.log_level:
-            self._log_levels[session.id] = session.log_level
+            self.store.put(SESSIONS, session.id, {"log_level": session.log_level}, self.config.session_max_age)
         return response
 
     def _answer(self, message: dict[str, Any], caller: Caller, session: Session, http_request: Request,
@@ -141,7 +144,7 @@ class Streamable:
             with held:
                 try:
                     return self.core.handle(message, tenant=caller.tenant, session=session, notify=notify,
-                                            cancelled=cancelled, narrow=narrow)
+                                            cancelled=cancelled, narrow=narrow, trace=http_request.headers)
                 except Exception:
                     return failed(message)
 
@@ -162,8 +165,10 @@ class Streamable:
         if not token:
             raise HttpError(400, jsonrpc.INVALID_REQUEST, "Missing Mcp-Session-Id: send initialize first")
         session = self.sessions.restore(token, key)
-        if session is None or session.id in self._ended:
+        known = (self.store.get(SESSIONS, session.id) if session is not None else None) or {}
+        if session is None or known.get("ended"):
             raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown or expired session: initialize again")
+        session.log_level = known.get("log_level")
         return session
 
     def get(self, request: Request) -> Response:
@@ -212,7 +217,7 @@ class Streamable:
         if "Mcp-Session-Id" not in request.headers:
             return not_allowed("POST")
         session = self.restore(request, self.tenancy.key(request))
-        self._ended[session.id] = True
+        self.store.put(SESSIONS, session.id, {"ended": True}, self.config.session_max_age)
         return Response(status=204)
 
 

@@ -9,9 +9,9 @@ from typing import Iterator
 from werkzeug.wrappers import Request
 
 from ...config import Config
-from ...detached import DetachedCalls
 from ...keys import ApiKey, KeyRejected
-from ...limits import LimitReached, Limits
+from ...instance import Instance
+from ...limits import LimitReached
 from ...pool import TenantPool
 from ...protocol import jsonrpc, key_rejected
 from ...store import MemoryStore, SqliteStore
@@ -21,15 +21,14 @@ from .wire import INVALID_TOKEN, HttpError, busy
 
 class Tenancy:
     def __init__(self, config: Config, store: MemoryStore | SqliteStore) -> None:
-        """``store``: the instance's, where calls kept for a retry, rejected keys and the limits'
-        counts are shared."""
-        self.calls = DetachedCalls(store, config.host_timeout_grace)
-        self.limits = Limits(config, store)
+        """``store``: the instance's, where calls kept for a retry, rejected keys, the limits' counts
+        and the last good manifests are shared."""
+        self.instance = Instance.of(config, store)
+        self.limits = self.instance.limits
         self.single_key = ApiKey.of(config.api_key or "")
-        self.single = Tenant(config, self.single_key, self.calls, self.limits) \
-            if config.single_tenant and config.api_key else None
+        self.single = Tenant(config, self.single_key, self.instance) if config.single_tenant and config.api_key else None
         self.pool = None if config.single_tenant else TenantPool(
-            config, factory=lambda c, key: Tenant(c, key, self.calls, self.limits), store=store, limits=self.limits)
+            config, factory=lambda c, key: Tenant(c, key, self.instance), store=store, limits=self.limits)
 
     def key(self, request: Request) -> ApiKey:
         """The request's key (made once, here), or the configured one in single-tenant mode; none is a 401."""

@@ -1,0 +1,28 @@
+"""What the tenants of one instance share, kept in its store so that every worker knows it: calls
+cut off by their hosts (a retry attaches to them), the limits' counts, and each key's last good
+manifest. stdio and a single process keep the same in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import Config
+from .detached import DetachedCalls
+from .limits import Limits
+from .store import MemoryStore, SqliteStore
+
+
+@dataclass(frozen=True)
+class Instance:
+    store: MemoryStore | SqliteStore
+    calls: DetachedCalls
+    limits: Limits
+    shares_manifests: bool  # whether the store is shared with other processes (worth a copy there)
+
+    @classmethod
+    def of(cls, config: Config, store: MemoryStore | SqliteStore | None = None) -> Instance:
+        """The instance over ``store`` (by default, this process's memory)."""
+        store = store if store is not None else MemoryStore()
+        return cls(store, DetachedCalls(store, config.host_timeout_grace), Limits(config, store),
+                   isinstance(store, SqliteStore))
