@@ -62,6 +62,7 @@ class ToolCall:
         self.target = tool  # the tool whose result this is (for the continuation tool: the original one)
         self.key: str | None = None  # the call's identity, when the work may be kept for a retry
         self.attached = False  # following work an earlier, cut-off call started
+        self.recorded = False  # the instance knows of this call (it polled, or attached): forget it at the end
         self.started = time.perf_counter()
 
     def answer(self) -> dict[str, Any] | None:
@@ -101,7 +102,7 @@ class ToolCall:
         if kept is not None:
             invocation = self._fetch(kept)
             if invocation is not None:
-                self.attached = True
+                self.attached = self.recorded = True
                 return follow(self.tenant.gateway, invocation, max_wait=max_wait, **self.follow_options)
         return run(self.tenant.gateway, self.tool.slug, self.arguments, sync_timeout_s=self.tenant.config.sync_timeout,
                    max_wait=max_wait, started=self._polling, **self.follow_options)
@@ -112,6 +113,7 @@ class ToolCall:
         invocation, _ = self.tenant.gateway.get_invocation(invocation_id)
         self.target = self.catalog.by_slug.get(invocation.get("action_slug"), self.tool)
         self.key = self.tenant.calls.follow_up(invocation_id)
+        self.recorded = self.key is not None
         wanted = self.arguments.get("wait_s")
         max_wait = self._max_wait(self.tenant.config.poll_max_wait if wanted is None else wanted)
         return follow(self.tenant.gateway, invocation, max_wait=max_wait, **self.follow_options)
@@ -130,6 +132,7 @@ class ToolCall:
     def _polling(self, invocation: dict[str, Any]) -> None:
         """The invoke left the work running: a retry arriving now may be this call's host retrying."""
         assert self.key is not None
+        self.recorded = True
         self.tenant.calls.running(self.key, invocation["invocation_id"],
                                   self.tenant.max_wait(self.tool.entry) + RUNNING_SLACK_S)
 
@@ -141,7 +144,7 @@ class ToolCall:
     def _settle(self, outcome: Outcome) -> dict[str, Any] | None:
         invocation_id = outcome.invocation_id
         if outcome.state == "done":
-            self.tenant.calls.finish(self.key, invocation_id)
+            self._forget(invocation_id)
             return results.tool_result(outcome.invocation, self.target.name, self.version, self.target.output_check)
         if outcome.state == "cancelled":
             if invocation_id is not None:
@@ -160,6 +163,11 @@ class ToolCall:
             self._keep(invocation_id)
         else:
             cancel_upstream(self.tenant.gateway, invocation_id)
+            self._forget(invocation_id)
+
+    def _forget(self, invocation_id: str | None) -> None:
+        """The call ended for good: the instance forgets it (a call answered at once it never knew)."""
+        if self.recorded:
             self.tenant.calls.finish(self.key, invocation_id)
 
     def _keep(self, invocation_id: str | None) -> None:

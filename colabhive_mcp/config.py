@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
@@ -197,7 +196,7 @@ class Config:
     http_long_requests: int | None = _setting(
         None, number(int, 1, 10000), "HTTP: requests per worker that may hold a thread for long (tool calls, "
         "streams, waits); past it, 503 with Retry-After (default: http_threads less a quarter, kept for short "
-        "requests and health checks)", env="COLABHIVE_HTTP_LONG_REQUESTS", example=48)
+        "requests and health checks)", env="COLABHIVE_HTTP_LONG_REQUESTS", example=1536)
     cold_fetches_per_minute: int = _setting(
         300, number(int, 0, 1_000_000), "HTTP: keys not in the pool the instance checks with the gateway per "
         "minute; past it, 503 with Retry-After (0: no limit)", env="COLABHIVE_COLD_FETCHES_PER_MINUTE")
@@ -206,7 +205,8 @@ class Config:
     http_workers: int = _setting(
         2, number(int, 1, 256), "HTTP: gunicorn worker processes", env="COLABHIVE_HTTP_WORKERS")
     http_threads: int = _setting(
-        64, number(int, 1, 10000), "HTTP: threads per worker (each long call holds one)", env="COLABHIVE_HTTP_THREADS")
+        2048, number(int, 1, 10000), "HTTP: threads per worker (each long call holds one: a sleeping thread is cheap)",
+        env="COLABHIVE_HTTP_THREADS")
     runtime_dir: str | None = _setting(
         None, text, "HTTP: the instance's private directory, shared by its workers (the instance store, the cancel "
         "relay); default: $RUNTIME_DIRECTORY under systemd, else one that serve makes and removes",
@@ -380,6 +380,8 @@ def _file_settings(path: str, problems: list[str]) -> dict[str, Any]:
 
 
 def _read_file(path: str) -> dict[str, Any]:
+    import tomllib  # only when there is a file: stdio answers initialize sooner without it
+
     try:
         with open(path, "rb") as fh:
             data = tomllib.load(fh)

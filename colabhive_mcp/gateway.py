@@ -7,16 +7,16 @@ message and the ``Retry-After`` hint.
 
 from __future__ import annotations
 
-import email.utils
 import os
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from . import __version__, metrics, tracing
+from .encoding import to_json
 from .keys import ApiKey, KeyRejected
 from .logs import log, redact
 
@@ -179,7 +179,7 @@ class Gateway:
         raise GatewayError(f"the gateway's manifest has more than {MAX_MANIFEST_PAGES} pages")
 
     def _request(self, method: str, path: str, *, timeout: float | None = None, headers: dict[str, str] | None = None,
-                 **kwargs: Any) -> requests.Response:
+                 json: Any = None, params: dict[str, str] | None = None) -> requests.Response:
         """Send one request, retrying connection failures and 502/503/504 with backoff.
 
         Every route the client uses is safe to retry: GETs are idempotent, ``:invoke``
@@ -187,6 +187,7 @@ class Gateway:
         never followed (the key would go with them to wherever they point): a 3xx is an error.
         """
         url, headers = self.base_url + path, headers or {}  # and the caller's trace context, if any
+        body = None if json is None else to_json(json)
         route = metrics.upstream_route(method, path)
         cap = self.max_manifest_bytes if route == "manifest" else self.max_result_bytes
         for attempt in range(self.retries + 1):
@@ -195,8 +196,8 @@ class Gateway:
             try:
                 with tracing.span(f"{method} {route}", {"http.request.method": method, "server.address": self.host},
                                   client=True) as span:
-                    response = self.session.request(method, url, timeout=timeout or self.timeout, allow_redirects=False,
-                                                    stream=True, headers={**headers, **tracing.headers()}, **kwargs)
+                    response = self._send(method, url, {**headers, **tracing.headers()}, body, params,
+                                          timeout or self.timeout)
                     span.set("http.response.status_code", response.status_code)
                     _read(response, cap)  # the whole body now, so a broken stream is retried here
                 metrics.UPSTREAM.labels(route, str(response.status_code)).inc()
@@ -224,6 +225,25 @@ class Gateway:
                      delay_s=round(delay, 3)).warning("gateway.retry")
             time.sleep(delay)
         raise AssertionError("unreachable")
+
+    def _send(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
+              params: dict[str, str] | None, timeout: float) -> requests.Response:
+        """One request through the tenant's session's connection pool, prepared here: the gateway
+        sets no cookies and redirects are not followed, so requests' per-request merging of session
+        settings (cookies, hooks, the environment) has nothing to add, and is skipped."""
+        http, session = _http(), self.session
+        prepared = http.PreparedRequest()
+        prepared.method = method
+        prepared.url = url + ("?" + urlencode(params) if params else "")
+        prepared.headers = http.structures.CaseInsensitiveDict({**session.headers, **headers})
+        if body is not None:
+            prepared.headers["Content-Type"] = "application/json"
+        if body is not None or method not in ("GET", "HEAD"):
+            prepared.headers["Content-Length"] = str(len(body or b""))
+        prepared.body = body
+        prepared.hooks = {"response": []}
+        return session.get_adapter(url).send(prepared, stream=True, timeout=timeout, verify=session.verify,
+                                             cert=session.cert, proxies=session.proxies)
 
 
 class _ChangedMidway(Exception):
@@ -321,6 +341,8 @@ def _retry_after(response: requests.Response) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
+    import email.utils  # an HTTP date: rare, and slow to import
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -30,13 +30,17 @@ class Backoff:
     initial: float = 0.25
     maximum: float = 5.0
     factor: float = 1.6
-    jitter: float = 0.1
+    jitter: float = 0.2  # calls that started together soon poll apart
 
     def delays(self) -> Iterator[float]:
         delay = self.initial
         while True:
             yield delay * random.uniform(1 - self.jitter, 1 + self.jitter)
             delay = min(self.maximum, delay * self.factor)
+
+    def spread(self, hint: float) -> float:
+        """The gateway's ``Retry-After``, spread upward: calls told the same do not come back at once."""
+        return hint * random.uniform(1, 1 + self.jitter)
 
 
 @dataclass
@@ -107,7 +111,7 @@ def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading
         remaining = started + max_wait - now
         if remaining <= 0:
             return Outcome("pending" if answered else "unknown", invocation, polls)
-        delay = min(max(next(delays), retry_after or 0.0), remaining)
+        delay = min(max(next(delays), backoff.spread(retry_after) if retry_after else 0.0), remaining)
         if on_update is not None:
             delay = min(delay, max(0.0, last_report + heartbeat - now))
         if cancelled.wait(delay):

@@ -65,6 +65,10 @@ class InstanceCopy:
         confirmed = self.store.get(CONFIRMED, self.digest)
         return None if confirmed is None else (confirmed["etag"], self.clock() - confirmed["at"])
 
+    def known(self) -> bool:
+        """Whether the gateway accepted this key lately (in the last hour, from any worker)."""
+        return self.store.get(CONFIRMED, self.digest) is not None
+
     def load(self) -> Manifest | None:
         copy = self.store.get(COPIES, self.digest)
         return None if copy is None else Manifest(tuple(copy["entries"]), copy["etag"])

@@ -22,6 +22,7 @@ from .config import Config
 from .keys import ApiKey, KeyRejected
 from .limits import Limits
 from .logs import log
+from .manifest import InstanceCopy
 from .store import MemoryStore, SqliteStore
 from .tenant import Tenant
 
@@ -164,7 +165,8 @@ class TenantPool:
                            self.config.rejected_key_ttl)
 
     def _admit(self, key: ApiKey) -> _Slot:
-        self.limits.cold_fetch()
+        if not InstanceCopy(self.store, key.digest).known():  # a key the gateway accepted lately is not new
+            self.limits.cold_fetch()
         tenant = self.factory(self.config, key)
         try:
             tenant.verify()

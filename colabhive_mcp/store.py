@@ -23,6 +23,8 @@ from .logs import log
 
 FILE_NAME = "instance.db"
 PURGE_EVERY = 200  # writes between two sweeps of expired entries
+TAKE_IF_ROOM = ("INSERT INTO places SELECT ?, ?, ?, ?, ? WHERE "
+                "(SELECT COUNT(*) FROM places WHERE space = ? AND key = ? AND expires > ?) < ?")
 
 
 class MemoryStore:
@@ -123,9 +125,8 @@ class SqliteStore:
         return self._run(read, lambda memory: memory.get(space, key))
 
     def put(self, space: str, key: str, value: Any, ttl: float) -> None:
-        self._write(lambda db: db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)",
-                                          (space, key, json.dumps(value), self.clock() + ttl)),
-                    lambda memory: memory.put(space, key, value, ttl))
+        self._statement("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)",
+                        (space, key, json.dumps(value), self.clock() + ttl), lambda memory: memory.put(space, key, value, ttl))
 
     def add(self, space: str, key: str, value: Any, ttl: float) -> bool:
         def insert(db: sqlite3.Connection) -> bool:
@@ -137,11 +138,17 @@ class SqliteStore:
         return bool(self._write(insert, lambda memory: memory.add(space, key, value, ttl)))
 
     def delete(self, space: str, key: str) -> None:
-        self._write(lambda db: db.execute("DELETE FROM entries WHERE space = ? AND key = ?", (space, key)),
-                    lambda memory: memory.delete(space, key))
+        self._statement("DELETE FROM entries WHERE space = ? AND key = ?", (space, key),
+                        lambda memory: memory.delete(space, key))
 
     def take(self, space: str, key: str, limit: int, ttl: float) -> str | None:
-        """:meth:`MemoryStore.take`, counted across the instance's processes (a dead one's places are free)."""
+        """:meth:`MemoryStore.take`, counted across the instance's processes (a dead one's places are
+        free). One statement while there is room; only a full key is looked at more closely."""
+        def room(db: sqlite3.Connection) -> str | None:
+            place, now = secrets.token_hex(8), self.clock()
+            return place if db.execute(TAKE_IF_ROOM, (space, key, place, os.getpid(), now + ttl,
+                                                      space, key, now, limit)).rowcount == 1 else None
+
         def insert(db: sqlite3.Connection) -> str | None:
             now = self.clock()
             db.execute("DELETE FROM places WHERE space = ? AND key = ? AND expires <= ?", (space, key, now))
@@ -157,12 +164,14 @@ class SqliteStore:
             db.execute("INSERT INTO places VALUES (?, ?, ?, ?, ?)", (space, key, place, os.getpid(), now + ttl))
             return place
 
-        return self._write(insert, lambda memory: memory.take(space, key, limit, ttl))
+        def instead(memory: MemoryStore) -> str | None:
+            return memory.take(space, key, limit, ttl)
+
+        return self._write(room, instead, atomic=False) or self._write(insert, instead)
 
     def give_back(self, space: str, key: str, place: str) -> None:
-        self._write(lambda db: db.execute("DELETE FROM places WHERE space = ? AND key = ? AND place = ?",
-                                          (space, key, place)),
-                    lambda memory: memory.give_back(space, key, place))
+        self._statement("DELETE FROM places WHERE space = ? AND key = ? AND place = ?", (space, key, place),
+                        lambda memory: memory.give_back(space, key, place))
 
     def next_free(self, space: str, key: str) -> float:
         def soonest(db: sqlite3.Connection) -> float:
@@ -196,21 +205,30 @@ class SqliteStore:
             self._db, self._pid = db, os.getpid()
         return self._db
 
-    def _write(self, action: Callable[[sqlite3.Connection], Any], instead: Callable[[MemoryStore], Any]) -> Any:
+    def _write(self, action: Callable[[sqlite3.Connection], Any], instead: Callable[[MemoryStore], Any], *,
+               atomic: bool = True) -> Any:
+        """Run ``action`` (in one transaction when ``atomic``; a single statement needs none), and
+        now and then sweep what expired."""
         def write(db: sqlite3.Connection) -> Any:
-            db.execute("BEGIN IMMEDIATE")
+            if atomic:
+                db.execute("BEGIN IMMEDIATE")
             try:
                 done = action(db)
                 self._writes += 1
                 if self._writes % PURGE_EVERY == 0:
                     self._sweep(db)
-                db.execute("COMMIT")
+                if atomic:
+                    db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if atomic:
+                    db.execute("ROLLBACK")
                 raise
             return done
 
         return self._run(write, instead)
+
+    def _statement(self, sql: str, parameters: tuple[Any, ...], instead: Callable[[MemoryStore], Any]) -> None:
+        self._write(lambda db: db.execute(sql, parameters), instead, atomic=False)
 
     def _sweep(self, db: sqlite3.Connection) -> None:
         """Expired entries go; past ``max_entries``, the soonest to expire go too."""

@@ -4,9 +4,12 @@
     python scripts/bench.py --quick      # a smoke run (what the tests run): small counts
     python scripts/bench.py --json out.json --repeat 5 --only overhead_http,throughput_8_clients
     python scripts/bench.py --table scripts/results/bench.json   # the README's table, from a results file
+    python scripts/bench.py --json new.json --compare scripts/results/bench.json   # and what changed
 
 Starts the sandbox gateway in a process of its own (with a 300-tool, ~1 MB manifest) and the
-servers, measures, and prints a table and JSON. The comparisons with the direct gateway call run
+servers with their default settings, measures, and prints a table and JSON. Next to each latency it
+counts the server's CPU per call (user + system time of its process tree, from /proc), which a busy
+machine disturbs far less than it disturbs latencies. The comparisons with the direct gateway call run
 ``--repeat`` times: the table shows the median run and every run's headline figure (the spread).
 Figures, not tests: they depend on the machine. The JSON records the settings the servers ran
 with and the machine; ``--table`` renders the README's performance table from it, and a figure
@@ -44,8 +47,6 @@ from colabhive_mcp.tenant import Tenant  # noqa: E402
 from tests.http_server import HttpServer, free_port  # noqa: E402
 
 BIG_TOOLS = 300
-NO_LIMITS = {"COLABHIVE_TENANT_MAX_CONCURRENT": "0", "COLABHIVE_TENANT_CALLS_PER_MINUTE": "0"}  # one key drives it all
-HTTP_WORKERS, HTTP_THREADS = 2, {"quick": 64, "full": 600}
 MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                "io.modelcontextprotocol/clientCapabilities": {}}
 
@@ -55,13 +56,13 @@ class Sandbox:
     the server and the gateway each have their own interpreter lock) and an HTTP server that keeps
     connections alive (gunicorn; one worker, since the sandbox keeps its state in memory)."""
 
-    def __init__(self, page_size: int, cold_start_s: float) -> None:
+    def __init__(self, page_size: int, cold_start_s: float, threads: int = 256) -> None:
         port = free_port()
         self.root_url = f"http://127.0.0.1:{port}"
         self.url = self.root_url + API_PREFIX
         app = f"colabhive_mcp.sandbox:create_app(page_size={page_size}, cold_start_s={cold_start_s})"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "--worker-class", "gthread", "--workers", "1", "--threads", "256",
+            [sys.executable, "-m", "gunicorn", "--worker-class", "gthread", "--workers", "1", "--threads", str(threads),
              "--keep-alive", "75", "--bind", f"127.0.0.1:{port}", "--log-level", "warning", app],
             stderr=subprocess.DEVNULL, cwd=ROOT)
         deadline = time.monotonic() + 30
@@ -122,20 +123,22 @@ def direct_invoke(session: requests.Session, url: str) -> None:
 def bench_overhead_stdio(sandbox: Sandbox, count: int) -> dict[str, Any]:
     direct = requests.Session()
     direct.headers["X-API-Key"] = DEMO_KEY
-    peer = StdioPeer([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url,
-                      "--log-level", "error"], env={**os.environ, **NO_LIMITS, "COLABHIVE_API_KEY": DEMO_KEY})
+    peer = StdioPeer([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url],
+                     env={**os.environ, "COLABHIVE_API_KEY": DEMO_KEY})
     try:
         peer.initialize()
         call = {"name": "echo", "arguments": {"text": "x"}}
         peer.request("tools/call", call)  # warm: manifest, connection
         direct_invoke(direct, sandbox.url)
         through, straight = [], []
+        cpu = cpu_seconds(peer.process.pid)
         for _ in range(count):  # interleaved, so both see the same machine
             through += timed(lambda: peer.request("tools/call", call), 1)
             straight += timed(lambda: direct_invoke(direct, sandbox.url), 1)
+        cpu = cpu_seconds(peer.process.pid) - cpu
     finally:
         peer.close()
-    return compare(through, straight)
+    return {**compare(through, straight), "server_cpu_ms_per_call": round(cpu / count * 1000, 3)}
 
 
 def compare(through: list[float], straight: list[float]) -> dict[str, Any]:
@@ -159,10 +162,12 @@ def bench_overhead_http(sandbox: Sandbox, server: HttpServer, count: int) -> dic
     modern_call(through_session, server.url)
     direct_invoke(direct, sandbox.url)
     through, straight = [], []
+    cpu = cpu_seconds(server.process.pid)
     for _ in range(count):
         through += timed(lambda: modern_call(through_session, server.url), 1)
         straight += timed(lambda: direct_invoke(direct, sandbox.url), 1)
-    return compare(through, straight)
+    cpu = cpu_seconds(server.process.pid) - cpu
+    return {**compare(through, straight), "server_cpu_ms_per_call": round(cpu / count * 1000, 3)}
 
 
 def bench_tools_list(sandbox: Sandbox, count: int) -> dict[str, Any]:
@@ -179,8 +184,10 @@ def bench_tools_list(sandbox: Sandbox, count: int) -> dict[str, Any]:
     def listing() -> None:  # what a transport does: handle, then encode
         jsonrpc.encode(server.handle(request, tenant=tenant, session=session))
 
+    cpu = time.process_time()
     result = percentiles(timed(listing, count))
-    return {"tools": len(answer["result"]["tools"]), "bytes": size, "server_ms": result}
+    return {"tools": len(answer["result"]["tools"]), "bytes": size, "server_ms": result,
+            "server_cpu_ms_per_call": round((time.process_time() - cpu) / count * 1000, 3)}
 
 
 def bench_throughput(sandbox: Sandbox, server: HttpServer, clients: int, seconds: float) -> dict[str, Any]:
@@ -270,12 +277,13 @@ def bench_long_polls(server: HttpServer, calls: int, seconds: float) -> dict[str
         return response.ok and "report ready" in response.text
 
     threading.Thread(target=watch, daemon=True).start()
-    started = time.monotonic()
+    started, cpu = time.monotonic(), cpu_seconds(server.process.pid)
     with ThreadPoolExecutor(calls) as pool:
         results = list(pool.map(lambda _: one(), range(calls)))
     done.set()
     return {"calls": calls, "succeeded": sum(results), "errors": calls - sum(results),
-            "wall_s": round(time.monotonic() - started, 1), "peak_threads": peak[0], "peak_rss_mb": peak[1]}
+            "wall_s": round(time.monotonic() - started, 1), "peak_threads": peak[0], "peak_rss_mb": peak[1],
+            "server_cpu_s": round(cpu_seconds(server.process.pid) - cpu, 2)}
 
 
 def bench_cold_list(sandbox: Sandbox, threads: int) -> dict[str, Any]:
@@ -360,6 +368,7 @@ def main() -> int:
                         help="runs of each comparison with the direct call (default 3, 1 with --quick)")
     parser.add_argument("--only", metavar="NAMES", help="comma-separated figures to measure (default: all)")
     parser.add_argument("--table", metavar="FILE", help="print the README's table from a results file, and stop")
+    parser.add_argument("--compare", metavar="OLD", help="then print each headline figure beside the one in OLD")
     args = parser.parse_args()
     if args.table:
         print(render_table(json.loads(Path(args.table).read_text()), args.table))
@@ -370,8 +379,7 @@ def main() -> int:
     results: dict[str, Any] = {"run": run_facts(mode, repeat)}
     with Sandbox(page_size=100, cold_start_s=2) as sandbox:
         add_big_manifest(sandbox)
-        server = HttpServer(sandbox.url, "--http-workers", str(HTTP_WORKERS), "--http-threads",
-                            str(HTTP_THREADS[mode]), "--log-level", "error", env=NO_LIMITS)
+        server = HttpServer(sandbox.url)  # its default settings
         benches: dict[str, Callable[[], Any]] = {
             "stdio_startup_ms": lambda: bench_stdio_startup(2 if args.quick else 10),
             "overhead_stdio": lambda: median_run([bench_overhead_stdio(sandbox, n) for _ in range(repeat)],
@@ -398,6 +406,8 @@ def main() -> int:
     print_table(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+    if args.compare:
+        print(render_comparison(json.loads(Path(args.compare).read_text()), results))
     return 0
 
 
@@ -407,11 +417,43 @@ def print_table(results: dict[str, Any]) -> None:
 
 
 def run_facts(mode: str, repeat: int) -> dict[str, Any]:
-    """What a results file must say about how its figures were made."""
+    """What a results file must say about how its figures were made (the servers: their defaults)."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    defaults = Config()
     return {"date": datetime.date.today().isoformat(), "commit": commit.stdout.strip() or None, "mode": mode,
             "repeat": repeat, "cpus": os.cpu_count(), "python": platform.python_version(),
-            "http_server": {"workers": HTTP_WORKERS, "threads": HTTP_THREADS[mode], "environment": NO_LIMITS}}
+            "http_server": {"workers": defaults.http_workers, "threads": defaults.http_threads, "environment": {}}}
+
+
+HEADLINES = {  # figure -> (label, how to read it from a results file, unit)
+    "stdio_startup_ms": ("stdio start-up, p50", lambda r: r["p50"], "ms"),
+    "overhead_stdio": ("added per call, stdio, p50", lambda r: r["added_p50_ms"], "ms"),
+    "overhead_stdio_cpu": ("server CPU per call, stdio", lambda r: r.get("server_cpu_ms_per_call"), "ms"),
+    "overhead_http": ("added per call, HTTP, p50", lambda r: r["added_p50_ms"], "ms"),
+    "overhead_http_cpu": ("server CPU per call, HTTP, one client", lambda r: r.get("server_cpu_ms_per_call"), "ms"),
+    "throughput_8_clients": ("throughput vs direct, 8 clients", lambda r: r["ratio"] * 100, "%"),
+    "throughput_8_clients_cpu": ("server CPU per call, 8 clients", lambda r: r["server"]["cpu_us_per_call"]["server"] / 1000,
+                                 "ms"),
+    "tools_list_warm": ("warm tools/list, p50", lambda r: r["server_ms"]["p50"], "ms"),
+    "tenancy": ("RSS added by the tenants", lambda r: r["rss_added_mb"], "MB"),
+    "long_polls": ("peak RSS, concurrent long calls", lambda r: r["peak_rss_mb"], "MB"),
+}
+
+
+def render_comparison(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """Each headline figure measured in both runs: old, new, and the change."""
+    lines = [f"compared with the run of {old['run']['date']} at {old['run']['commit']}:"]
+    for name, (label, read, unit) in HEADLINES.items():
+        figure = name.removesuffix("_cpu")
+        try:
+            before, after = read(old[figure]), read(new[figure])
+        except (KeyError, TypeError):
+            continue
+        if before is None or after is None:
+            continue
+        change = f"{(after - before) / before * 100:+.0f} %" if before else ""
+        lines.append(f"  {label:<42} {before:10.2f} → {after:10.2f} {unit:<3} {change}")
+    return "\n".join(lines)
 
 
 def render_table(results: dict[str, Any], source: str) -> str:
@@ -420,8 +462,8 @@ def render_table(results: dict[str, Any], source: str) -> str:
         return f"runs {min(runs):g}–{max(runs):g}{unit}" if len(runs) > 1 else "one run"
 
     run = results["run"]
-    threads, default_threads = run["http_server"]["threads"], 64
-    note = " (per-key limits off)" if run["http_server"]["environment"] == NO_LIMITS else ""
+    threads, default_threads = run["http_server"]["threads"], Config().http_threads
+    note = " (per-key limits off)" if run["http_server"]["environment"] else ""
     rows: list[tuple[str, str, str]] = []
     figure = results.get
     if figure("stdio_startup_ms"):
@@ -430,8 +472,9 @@ def render_table(results: dict[str, Any], source: str) -> str:
     for name, label in (("overhead_stdio", "stdio"), ("overhead_http", f"HTTP{note}")):
         if figure(name):
             o = results[name]
+            cpu = f"; server CPU {o['server_cpu_ms_per_call']:.2f} ms/call" if "server_cpu_ms_per_call" in o else ""
             rows.append((f"added per warm ``tools/call``, {label}",
-                         f"+{o['added_p50_ms']:.2f} ms p50 ({spread(o['added_p50_ms_runs'], ' ms')})", "1.5 ms"))
+                         f"+{o['added_p50_ms']:.2f} ms p50 ({spread(o['added_p50_ms_runs'], ' ms')}){cpu}", "1.5 ms"))
     if figure("tools_list_warm"):
         t = results["tools_list_warm"]
         rows.append((f"warm ``tools/list``, {t['tools']} tools, {t['bytes'] / 1e6:.1f} MB",

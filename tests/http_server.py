@@ -33,7 +33,8 @@ class HttpServer:
     """``colabhive-mcp serve`` on a free loopback port; ``url`` is its /mcp endpoint."""
 
     def __init__(self, api_url, *args, env=None, debug=False, gunicorn_conf=False, host="127.0.0.1"):
-        """``host``: the address to listen on (the server is always reached on 127.0.0.1)."""
+        """``host``: the address to listen on (the server is always reached on 127.0.0.1);
+        ``gunicorn_conf``: run plain gunicorn with the project's config file (or this one)."""
         self.port = free_port()
         self.root = f"http://127.0.0.1:{self.port}"
         self.url = self.root + "/mcp"
@@ -46,7 +47,8 @@ class HttpServer:
         if gunicorn_conf:  # plain gunicorn with the project's config file; settings from the environment
             # the settings say loopback; gunicorn's own --bind (which wins over its config file) says ``host``
             environ.update({"COLABHIVE_BIND": f"127.0.0.1:{self.port}", "COLABHIVE_API_URL": api_url})
-            argv = [sys.executable, "-m", "gunicorn", "-c", str(CONF), "--bind", f"{host}:{self.port}",
+            conf = CONF if gunicorn_conf is True else gunicorn_conf
+            argv = [sys.executable, "-m", "gunicorn", "-c", str(conf), "--bind", f"{host}:{self.port}",
                     "colabhive_mcp.transports.http:create_app()"]
         else:
             argv = [sys.executable, "-m", "colabhive_mcp", "serve", "--bind", f"{host}:{self.port}",

@@ -135,6 +135,13 @@ def test_a_call_that_loses_the_gateway_after_its_invoke_names_its_invocation():
     assert raised.value.invocation_id == inv("queued")["invocation_id"]
 
 
+def test_a_retry_after_hint_is_spread_upward_so_waiting_calls_do_not_poll_in_lockstep():
+    backoff = Backoff(jitter=0.2)
+    spread = [backoff.spread(2.0) for _ in range(200)]
+    assert all(2.0 <= s <= 2.4 for s in spread) and max(spread) - min(spread) > 0.2
+    assert Backoff(jitter=0.0).spread(2.0) == 2.0
+
+
 def test_backoff_grows_to_its_cap_with_bounded_jitter():
     delays = Backoff(initial=0.5, maximum=4, factor=2, jitter=0.1).delays()
     values = [next(delays) for _ in range(8)]

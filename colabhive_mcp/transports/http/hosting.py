@@ -23,6 +23,7 @@ from .relay import RELAY_DIR
 SECRET_ENV = "COLABHIVE_SESSION_SECRET"
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 SYSTEMD_RUNTIME_ENV = "RUNTIME_DIRECTORY"  # systemd's RuntimeDirectory=
+THREAD_STACK_BYTES = 1 << 20
 _removed_at_exit: list[str] = []  # the runtime directory this process made, or the relay in a given one
 
 
@@ -33,6 +34,11 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "worker_class": "gthread",
         "workers": config.http_workers,
         "threads": config.http_threads,
+        # Connections per worker: one per thread, as many again kept alive between requests (gthread
+        # keeps a connection alive only while it has more connections than threads); past that,
+        # they stay in the listen queue for the other workers.
+        "worker_connections": 2 * config.http_threads,
+        "post_fork": small_stacks,
         # gthread workers heartbeat from their main loop, so a long SSE call is never "silent":
         # this only kills a worker whose whole process hangs.
         "timeout": 60,
@@ -49,6 +55,12 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "proc_name": "colabhive-mcp",
         "forwarded_allow_ips": "127.0.0.1,::1",
     }
+
+
+def small_stacks(server: Any, worker: Any) -> None:
+    """gunicorn hook: the worker's threads mostly sleep on a poll; 1 MiB of stack each is plenty
+    (the default, 8 MiB, is address space that a thousand threads never touch)."""
+    threading.stack_size(THREAD_STACK_BYTES)
 
 
 def drain_on_sigterm(worker: Any) -> None:

@@ -1,0 +1,154 @@
+"""Long-call capacity at default settings: 1,000 concurrent 15 s calls over 100 keys on one instance.
+
+    python scripts/capacity.py                                    # the figure the README quotes
+    python scripts/capacity.py --calls 200 --keys 20 --seconds 5  # a smaller run
+    python scripts/capacity.py --json capacity.json
+
+Starts the sandbox gateway in a process of its own and one ``colabhive-mcp serve`` instance with its
+default settings, lets the sandbox accept ``--keys`` keys, then starts every call at once: a 2026
+``tools/call`` of a job that takes ``--seconds``, the calls spread evenly over the keys, each on a
+connection of its own. Meanwhile ``/healthz`` is probed every second. It reports how many calls
+succeeded and how long they took, what was refused, the probes' latency, the upstream polls per
+call, and the instance's peak threads and RSS (its process tree, from /proc). Exit status 1 unless
+every call succeeded within ``--seconds`` + 10 s and every probe answered within 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench import ROOT, Sandbox, process_stats  # noqa: E402
+from tests.http_server import HttpServer  # noqa: E402
+
+MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+JOB = {"name": "capacity-job", "description": "Sleeps, then answers.", "kind": "tool", "latencyClass": "medium",
+       "sideEffects": [], "stability": "stable", "inputSchema": {"type": "object"}}
+
+
+def prepare(sandbox: Sandbox, keys: list[str], seconds: float) -> None:
+    for key in keys:
+        requests.post(sandbox.root_url + "/_sandbox/keys", json={"key": key}, timeout=10).raise_for_status()
+    requests.post(sandbox.root_url + "/_sandbox/actions", timeout=10, json={
+        "entry": JOB, "result": {"text": "done"}, "seconds": seconds}).raise_for_status()
+
+
+def call(url: str, key: str) -> tuple[str, float]:
+    """One call on a connection of its own: its outcome and how long it took."""
+    started = time.monotonic()
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "capacity-job", "arguments": {}, "_meta": MODERN}}
+    try:
+        response = requests.post(url, json=body, timeout=300, headers={
+            "Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "capacity-job"})
+    except requests.RequestException as exc:
+        return type(exc).__name__, time.monotonic() - started
+    took = time.monotonic() - started
+    if response.status_code != 200:
+        return f"HTTP {response.status_code}: {response.text[:160]}", took
+    answer = response.json()
+    if "error" in answer:
+        return f"JSON-RPC {answer['error'].get('code')}", took
+    result = answer["result"]
+    if result.get("isError") or result.get("content", [{}])[0].get("text") != "done":
+        return "not done: " + json.dumps(result)[:120], took
+    return "ok", took
+
+
+class Watch:
+    """Probes /healthz every second and samples the instance's threads and RSS."""
+
+    def __init__(self, server: HttpServer) -> None:
+        self.server, self.probes, self.peak_threads, self.peak_rss = server, [], 0, 0.0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            started = time.monotonic()
+            try:
+                ok = requests.get(self.server.root + "/healthz", timeout=5).status_code == 200
+            except requests.RequestException:
+                ok = False
+            self.probes.append((ok, time.monotonic() - started))
+            threads, rss = process_stats(self.server.process.pid)
+            self.peak_threads, self.peak_rss = max(self.peak_threads, threads), max(self.peak_rss, rss)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def run(calls: int, keys: int, seconds: float) -> dict:
+    api_keys = [f"hive_capacity_{i:04d}" for i in range(keys)]
+    with Sandbox(page_size=100, cold_start_s=2, threads=calls + 100) as sandbox:  # the gateway is not the limit
+        prepare(sandbox, api_keys, seconds)
+        server = HttpServer(sandbox.url)
+        try:
+            idle_threads, idle_rss = process_stats(server.process.pid)
+            watch = Watch(server)
+            outcomes: list[tuple[str, float]] = []
+            lock = threading.Lock()
+
+            def one(index: int) -> None:
+                outcome = call(server.url, api_keys[index % keys])
+                with lock:
+                    outcomes.append(outcome)
+
+            started = time.monotonic()
+            clients = [threading.Thread(target=one, args=(i,)) for i in range(calls)]
+            for client in clients:
+                client.start()
+            for client in clients:
+                client.join()
+            wall = time.monotonic() - started
+            watch.close()
+            polls = Counter(e["route"] for e in sandbox.journal_entries())["poll"]
+        finally:
+            server.stop()
+    took = sorted(t for outcome, t in outcomes if outcome == "ok")
+    probe_times = [t for _, t in watch.probes]
+    return {
+        "calls": calls, "keys": keys, "job_s": seconds, "wall_s": round(wall, 1),
+        "outcomes": dict(Counter(outcome for outcome, _ in outcomes)),
+        "ok_s": {"p50": round(statistics.median(took), 2), "max": round(took[-1], 2)} if took else None,
+        "probes": {"count": len(probe_times), "failed": sum(1 for ok, _ in watch.probes if not ok),
+                   "max_s": round(max(probe_times), 3) if probe_times else None},
+        "polls_per_call": round(polls / max(calls, 1), 1),
+        "idle": {"threads": idle_threads, "rss_mb": idle_rss},
+        "peak": {"threads": watch.peak_threads, "rss_mb": watch.peak_rss},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--keys", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=15.0, help="how long each job takes")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = parser.parse_args()
+    os.chdir(ROOT)
+    results = run(args.calls, args.keys, args.seconds)
+    print(json.dumps(results, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    passed = (results["outcomes"] == {"ok": args.calls} and results["ok_s"]["max"] <= args.seconds + 10
+              and results["probes"]["failed"] == 0 and (results["probes"]["max_s"] or 0) <= 1.0)
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
