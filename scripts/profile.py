@@ -3,7 +3,7 @@
     python scripts/profile.py                       # 8 clients, 10 s; the top 25 functions
     python scripts/profile.py --top 40 --sort cumtime --save worker.prof
 
-Starts the sandbox gateway in its own process (as ``bench.py`` does) and the hosted server twice,
+Starts the sandbox gateway in its own process with the 1 MB manifest ``bench.py`` uses, and the hosted server twice,
 each time driven by keep-alive clients making warm 2026 ``tools/call`` requests: first as deployed
 (default settings, its default workers), to measure the server's CPU per call from ``/proc``; then
 with one worker whose request threads each run ``cProfile`` on the thread's CPU clock (merged when
@@ -28,7 +28,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import ROOT, Sandbox, cpu_seconds, modern_call  # noqa: E402
+from bench import ROOT, Sandbox, add_big_manifest, cpu_seconds, modern_call  # noqa: E402
 from tests.http_server import HttpServer  # noqa: E402
 
 # The project's gunicorn settings, plus hooks that profile each request thread of the worker.
@@ -143,6 +143,7 @@ def main() -> int:
     args = parser.parse_args()
     os.chdir(ROOT)
     with Sandbox(page_size=100, cold_start_s=2) as sandbox, tempfile.TemporaryDirectory() as directory:
+        add_big_manifest(sandbox)  # as bench.py: 300 more actions, a manifest of about 1 MB
         cpu_ms, calls = cpu_per_call(sandbox, args.clients, args.seconds)
         print(f"server CPU per warm tools/call: {cpu_ms:.2f} ms ({calls} calls, {args.clients} clients, "
               f"default settings)\n")
