@@ -472,7 +472,7 @@ def render_table(results: dict[str, Any], source: str) -> str:
     figure = results.get
     if figure("stdio_startup_ms"):
         s = results["stdio_startup_ms"]
-        rows.append(("stdio start-up to the initialize answer", f"{s['p50']:.0f} ms p50 ({s['p99']:.0f} p99)", "300 ms"))
+        rows.append(("stdio start-up to the initialize answer", f"{s['p50']:.0f} ms p50 ({s['p99']:.0f} p99)", "110 ms"))
     for name, label in (("overhead_stdio", "stdio"), ("overhead_http", f"HTTP{note}")):
         if figure(name):
             o = results[name]
@@ -492,7 +492,7 @@ def render_table(results: dict[str, Any], source: str) -> str:
         rows.append((f"throughput, 8 clients, vs direct{note}",
                      f"{server['calls_per_s']:g} vs {direct['calls_per_s']:g} calls/s: {t['ratio'] * 100:.0f} % "
                      f"({spread([round(r * 100) for r in t['ratio_runs']], ' %')}); server CPU "
-                     f"{server['cpu_us_per_call']['server'] / 1000:.2f} ms/call", "70 %"))
+                     f"{server['cpu_us_per_call']['server'] / 1000:.2f} ms/call", "1.4 ms CPU"))
     if figure("long_polls"):
         p = results["long_polls"]
         setting = f"{threads} threads per worker" + ("" if threads == default_threads else
