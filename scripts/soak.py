@@ -48,7 +48,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
-from bench import MODERN_META, NO_LIMITS, family, percentiles, process_stats  # noqa: E402
+from bench import MODERN_META, family, percentiles, process_stats  # noqa: E402
 from colabhive_mcp.sandbox import Sandbox  # noqa: E402
 from colabhive_mcp.sandbox.contract import fingerprint  # noqa: E402
 from tests.http_server import HttpServer, rpc_messages  # noqa: E402
@@ -646,7 +646,7 @@ def main() -> int:
     with Sandbox() as sandbox:
         register(sandbox, keys)
         server = HttpServer(sandbox.url, "--pool-size", str(args.pool_size), "--http-workers", str(args.workers),
-                            "--http-threads", str(args.threads), "--log-level", "error", env=NO_LIMITS)
+                            "--http-threads", str(args.threads), "--log-level", "error")
         try:
             report = soak(args, sandbox, server, keys)
             last = [line.rstrip()[:500] for line in server.lines[-20:]]

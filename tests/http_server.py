@@ -23,6 +23,19 @@ def rpc_messages(response):
     return body if isinstance(body, list) else [body]
 
 
+def log_events(text, name):
+    """The JSON log records in ``text`` whose event is ``name`` (other lines are skipped)."""
+    found = []
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("event") == name:
+            found.append(event)
+    return found
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

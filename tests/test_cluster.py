@@ -17,7 +17,7 @@ import requests
 
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import SECRET
+from .http_server import SECRET, log_events
 from .nginx import ROOT, binary, free_address
 from .test_http import MODERN, initialize, modern, post, rpc, sdk_session
 
@@ -43,15 +43,7 @@ class Running:
         self.url, self.instances = started["url"], started["instances"]
 
     def events(self, name):
-        found = []
-        for line in Path(self.log.name).read_text().splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and event.get("event") == name:
-                found.append(event)
-        return found
+        return log_events(Path(self.log.name).read_text(), name)
 
     def stop(self):
         self.process.terminate()

@@ -1,7 +1,6 @@
 """One instance, one state: what a worker learns, every worker of the instance knows (default two
 workers under real gunicorn; their instance store is a SQLite file in the runtime directory)."""
 
-import json
 import threading
 import time
 
@@ -9,20 +8,12 @@ import requests
 
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .http_server import HttpServer
+from .http_server import HttpServer, log_events
 from .test_http import initialize, modern, rpc
 
 
 def events(server, name):
-    found = []
-    for line in server.stderr().splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and event.get("event") == name:
-            found.append(event)
-    return found
+    return log_events(server.stderr(), name)
 
 
 def test_delete_ends_a_session_on_every_worker(hosted):
