@@ -9,9 +9,10 @@ import json
 from typing import Any
 
 
-def to_json(value: Any) -> bytes:
+def to_json(value: Any, allow_nan: bool = True) -> bytes:
     """``value`` as compact JSON in UTF-8 (never a raw newline)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "backslashreplace")
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan).encode(
+        "utf-8", "backslashreplace")
 
 
 class EncodedList(list):

@@ -187,7 +187,7 @@ class Gateway:
         never followed (the key would go with them to wherever they point): a 3xx is an error.
         """
         url, headers = self.base_url + path, headers or {}  # and the caller's trace context, if any
-        body = None if json is None else to_json(json)
+        body = None if json is None else to_json(json, allow_nan=False)  # NaN is not JSON: a ValueError
         route = metrics.upstream_route(method, path)
         cap = self.max_manifest_bytes if route == "manifest" else self.max_result_bytes
         for attempt in range(self.retries + 1):

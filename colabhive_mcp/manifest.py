@@ -74,10 +74,14 @@ class InstanceCopy:
         return None if copy is None else Manifest(tuple(copy["entries"]), copy["etag"])
 
     def confirm(self, manifest: Manifest, changed: bool) -> None:
-        """The gateway just answered with ``manifest`` (``changed``: a copy the store does not hold)."""
-        if changed:
+        """The gateway just answered with ``manifest`` (``changed``: a copy the store does not hold).
+        The copy is written again before it could expire, so it outlives every confirmation."""
+        now, confirmed = self.clock(), self.store.get(CONFIRMED, self.digest)
+        copied = confirmed.get("copied", 0.0) if confirmed and not changed else 0.0
+        if now - copied > KEPT_S / 2:
             self.store.put(COPIES, self.digest, {"etag": manifest.etag, "entries": list(manifest.entries)}, KEPT_S)
-        self.store.put(CONFIRMED, self.digest, {"etag": manifest.etag, "at": self.clock()}, KEPT_S)
+            copied = now
+        self.store.put(CONFIRMED, self.digest, {"etag": manifest.etag, "at": now, "copied": copied}, KEPT_S)
 
     def expire(self) -> None:
         """Let no worker take the copy without asking the gateway first (it stays the fallback)."""
@@ -203,6 +207,8 @@ class ManifestCache:
             document = self.gateway.fetch_manifest(etag if self.conditional else None)
         except KeyRejected as exc:  # no stale copy for a key that is no longer accepted
             self._rejection, self._expires = exc, self.clock() + self.rejection_ttl
+            if self.instance is not None:
+                self.instance.expire()  # nor is it a key the instance knows (cold_fetches_per_minute)
             metrics.MANIFEST.labels("rejected").inc()
             raise
         except GatewayError as exc:

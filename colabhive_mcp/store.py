@@ -216,7 +216,7 @@ class SqliteStore:
                 done = action(db)
                 self._writes += 1
                 if self._writes % PURGE_EVERY == 0:
-                    self._sweep(db)
+                    self._sweep(db)  # its failure is not this write's
                 if atomic:
                     db.execute("COMMIT")
             except BaseException:
@@ -231,7 +231,14 @@ class SqliteStore:
         self._write(lambda db: db.execute(sql, parameters), instead, atomic=False)
 
     def _sweep(self, db: sqlite3.Connection) -> None:
-        """Expired entries go; past ``max_entries``, the soonest to expire go too."""
+        """Expired entries go; past ``max_entries``, the soonest to expire go too (or next time, when
+        the database is busy now: the write that triggered the sweep has already happened)."""
+        try:
+            self._purge(db)
+        except sqlite3.Error as exc:
+            log.bind(path=self.path, error=str(exc)).warning("store.sweep_failed")
+
+    def _purge(self, db: sqlite3.Connection) -> None:
         db.execute("DELETE FROM entries WHERE expires <= ?", (self.clock(),))
         db.execute("DELETE FROM places WHERE expires <= ?", (self.clock(),))
         (count,) = db.execute("SELECT COUNT(*) FROM entries").fetchone()

@@ -6,8 +6,8 @@ import threading
 import pytest
 
 from colabhive_mcp.gateway import Gateway
-from colabhive_mcp.keys import ApiKey
-from colabhive_mcp.manifest import InstanceCopy, ManifestCache, ManifestError, load_snapshot
+from colabhive_mcp.keys import ApiKey, KeyRejected
+from colabhive_mcp.manifest import KEPT_S, InstanceCopy, ManifestCache, ManifestError, load_snapshot
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.store import MemoryStore
 
@@ -102,6 +102,29 @@ def test_while_the_gateway_is_down_every_worker_serves_the_instances_newest_copy
     sandbox.faults.add(route="manifest", kind="status", status=503, count=None)
     served = first.get()
     assert served.etag == new.etag and "published-now" in served.by_slug  # not its own older copy
+
+
+def test_the_instances_copy_outlives_its_confirmations(sandbox, gateway):
+    clock, store = Clock(), MemoryStore()
+    store.clock = clock
+    copy = InstanceCopy(store, ApiKey.of(DEMO_KEY).digest, clock=clock)
+    manifest = ManifestCache(gateway).get()
+    copy.confirm(manifest, changed=True)
+    for _ in range(8):  # 304s for hours: the copy itself is written again before it could expire
+        clock.now += KEPT_S / 4
+        copy.confirm(manifest, changed=False)
+        assert copy.load() is not None and copy.load().etag == manifest.etag
+
+
+def test_a_key_the_gateway_refuses_is_no_longer_one_the_instance_knows(sandbox, gateway):
+    copy = InstanceCopy(MemoryStore(), ApiKey.of(DEMO_KEY).digest)
+    cache = ManifestCache(gateway, ttl=0, instance=copy)
+    cache.get()
+    assert copy.known()
+    sandbox.faults.add(route="manifest", kind="status", status=401, count=None)
+    with pytest.raises(KeyRejected):
+        cache.get()
+    assert not copy.known()  # so it counts against cold_fetches_per_minute again
 
 
 def test_no_copy_and_no_gateway_is_a_clear_error(sandbox, gateway):

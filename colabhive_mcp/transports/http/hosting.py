@@ -23,7 +23,7 @@ from .relay import RELAY_DIR
 SECRET_ENV = "COLABHIVE_SESSION_SECRET"
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 SYSTEMD_RUNTIME_ENV = "RUNTIME_DIRECTORY"  # systemd's RuntimeDirectory=
-THREAD_STACK_BYTES = 1 << 20
+THREAD_STACK_BYTES = 4 << 20  # half the usual 8 MiB; at 1 MiB, Python 3.13 can crash on deep JSON
 _removed_at_exit: list[str] = []  # the runtime directory this process made, or the relay in a given one
 
 
@@ -58,7 +58,7 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
 
 
 def small_stacks(server: Any, worker: Any) -> None:
-    """gunicorn hook: the worker's threads mostly sleep on a poll; 1 MiB of stack each is plenty
+    """gunicorn hook: the worker's threads mostly sleep on a poll; 4 MiB of stack each is plenty
     (the default, 8 MiB, is address space that a thousand threads never touch)."""
     threading.stack_size(THREAD_STACK_BYTES)
 
