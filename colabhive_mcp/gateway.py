@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from . import __version__, metrics, tracing
-from .encoding import to_json
+from .encoding import to_json, too_deep
 from .keys import ApiKey, KeyRejected
 from .logs import log, redact
 
@@ -289,6 +289,8 @@ def _segment(value: str) -> str:
 
 def _json(response: requests.Response) -> Any:
     try:
+        if too_deep(response.content.decode("utf-8", "replace")):
+            raise ValueError("nested too deep")
         return response.json()
     except ValueError:
         raise GatewayError(f"the gateway answered {response.status_code} with a body that is not JSON",

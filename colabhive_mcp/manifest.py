@@ -140,11 +140,13 @@ class ManifestCache:
                     return self._current  # another thread refreshed it while we waited
             return self._refresh()
 
-    def invalidate(self) -> None:
-        """Make the next :meth:`get` revalidate with the gateway, in whichever worker it runs."""
-        self._expires = 0.0
-        if self.instance is not None:
-            self.instance.expire()
+    def refresh(self) -> Manifest:
+        """The manifest, asked of the gateway now, whatever the TTL and whatever another worker is
+        fetching (e.g. after an action was published); the instance's copy follows the answer."""
+        with self._fetch_lock:
+            if self.instance is not None:
+                self.instance.expire()
+            return self._fetch()
 
     def _refresh(self) -> Manifest:
         """Under the fetch lock: the instance's fresh copy, else the gateway's answer (one worker

@@ -85,9 +85,8 @@ class Tenant:
     def revalidate(self) -> Manifest:
         """The manifest, asked of the gateway now (e.g. after an action was published). Raises
         :class:`Unreachable` (and no copy to fall back on) or :class:`KeyRejected`."""
-        self.manifest.invalidate()
         try:
-            return self.manifest.get()
+            return self.manifest.refresh()
         except ManifestError as exc:
             raise Unreachable(str(exc)) from None
 

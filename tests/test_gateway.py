@@ -8,6 +8,7 @@ import requests
 import responses
 from responses import matchers
 
+from colabhive_mcp.encoding import too_deep
 from colabhive_mcp.gateway import Gateway, GatewayError
 from colabhive_mcp.keys import ApiKey, KeyRejected
 
@@ -300,3 +301,17 @@ def test_manifests_and_results_have_their_own_caps():
             gateway.get_invocation("inv_1")
     finally:
         bomb.close()
+
+
+@responses.activate
+def test_an_answer_nested_past_what_a_parser_should_recurse_is_refused_unparsed(gateway):
+    deep = b'{"invocation_id": "inv_1", "status": "succeeded", "output": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    responses.get(BASE + "/invocations/inv_1", body=deep, content_type="application/json")
+    with pytest.raises(GatewayError, match="not JSON"):
+        gateway.get_invocation("inv_1")
+
+
+def test_depth_is_judged_on_the_text_with_strings_skipped():
+    assert not too_deep("[" * 512 + "]" * 512) and too_deep("[" * 513 + "]" * 513)
+    assert too_deep('{"a":' * 1000)  # unclosed counts too: the parser would recurse before failing
+    assert not too_deep('["' + "[" * 1000 + '"]') and not too_deep('["\\"' + "{" * 1000 + '"]')

@@ -86,7 +86,11 @@ def test_unpaired_surrogates_and_deep_nesting_get_answers_not_a_dead_server(peer
     assert peer.wait_for("s-\ud800", timeout=10)["error"]["code"] == -32601  # the id goes back exactly
     peer.send(b'{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "echo", "arguments": '
               b'{"text": "x", "deep": ' + b"[" * 900 + b"]" * 900 + b"}}}")
-    assert peer.next_anonymous(timeout=10)["error"]["code"] == -32600  # refused before anything recurses
+    refused = peer.next_anonymous(timeout=10)["error"]  # judged on the text: nothing recursed 900 deep
+    assert refused["code"] == -32700 and "nested deeper than 512" in refused["message"]
+    peer.send(b'{"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "echo", "arguments": '
+              b'{"text": "x", "deep": ' + b"[" * 300 + b"]" * 300 + b"}}}")
+    assert peer.next_anonymous(timeout=10)["error"]["code"] == -32600  # parsed, then refused: too deep to use
     assert peer.request("tools/call", {"name": "echo", "arguments": {"text": "a\udc00b"}})["result"][
         "content"][0]["text"] == "a\udc00b"
 

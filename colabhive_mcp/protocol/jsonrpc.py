@@ -9,7 +9,7 @@ import json
 import secrets
 from typing import Any
 
-from ..encoding import EncodedList, to_json
+from ..encoding import PARSE_DEPTH, EncodedList, to_json, too_deep
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -49,6 +49,8 @@ def decode(raw: bytes | str) -> Any:
     try:
         if isinstance(raw, bytes):
             raw = raw.decode("utf-8")
+        if too_deep(raw):
+            raise JsonRpcError(PARSE_ERROR, f"Parse error: nested deeper than {PARSE_DEPTH} levels")
         message = json.loads(raw)
     except UnicodeDecodeError:
         raise JsonRpcError(PARSE_ERROR, "Parse error: the message is not valid UTF-8") from None
