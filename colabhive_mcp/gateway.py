@@ -7,6 +7,7 @@ message and the ``Retry-After`` hint.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -127,7 +128,7 @@ class Gateway:
         body = {"input": arguments, "sync": sync, "sync_timeout_s": sync_timeout_s}
         headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
         timeout = self.timeout + (sync_timeout_s if sync else 0)
-        response = self._request("POST", f"/actions/{_segment(slug)}:invoke", json=body, headers=headers,
+        response = self._request("POST", f"/actions/{_segment(slug)}:invoke", payload=body, headers=headers,
                                  timeout=timeout)
         return _invocation(response)
 
@@ -179,7 +180,7 @@ class Gateway:
         raise GatewayError(f"the gateway's manifest has more than {MAX_MANIFEST_PAGES} pages")
 
     def _request(self, method: str, path: str, *, timeout: float | None = None, headers: dict[str, str] | None = None,
-                 json: Any = None, params: dict[str, str] | None = None) -> requests.Response:
+                 payload: Any = None, params: dict[str, str] | None = None) -> requests.Response:
         """Send one request, retrying connection failures and 502/503/504 with backoff.
 
         Every route the client uses is safe to retry: GETs are idempotent, ``:invoke``
@@ -187,7 +188,7 @@ class Gateway:
         never followed (the key would go with them to wherever they point): a 3xx is an error.
         """
         url, headers = self.base_url + path, headers or {}  # and the caller's trace context, if any
-        body = None if json is None else to_json(json, allow_nan=False)  # NaN is not JSON: a ValueError
+        body = None if payload is None else to_json(payload, allow_nan=False)  # NaN is not JSON: a ValueError
         route = metrics.upstream_route(method, path)
         cap = self.max_manifest_bytes if route == "manifest" else self.max_result_bytes
         for attempt in range(self.retries + 1):
@@ -289,10 +290,11 @@ def _segment(value: str) -> str:
 
 def _json(response: requests.Response) -> Any:
     try:
-        if too_deep(response.content.decode("utf-8", "replace")):
+        text = response.content.decode("utf-8")  # decoded once: judged for depth, then parsed
+        if too_deep(text):
             raise ValueError("nested too deep")
-        return response.json()
-    except ValueError:
+        return json.loads(text)
+    except ValueError:  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
         raise GatewayError(f"the gateway answered {response.status_code} with a body that is not JSON",
                            status=response.status_code, garbled=True) from None
 

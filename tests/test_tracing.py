@@ -77,7 +77,7 @@ def test_the_http_header_is_carried_for_a_legacy_session_up_to_the_cancel(hosted
         "name": "batch-report", "arguments": {"seconds": 60}}, session=session, id_=41,
         traceparent=PARENT, tracestate=STATE))
     call.start()
-    assert wait_until(lambda: journal("poll"), timeout=15)
+    assert wait_until(lambda: [e for e in journal("poll") if e["traceparent"] == PARENT], timeout=15)  # ours polls
     assert post(hosted.url, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 41}},
                 **{"Mcp-Session-Id": session}).status_code == 202
     assert wait_until(lambda: journal("cancel"), timeout=10), "the cancel never reached the gateway"
