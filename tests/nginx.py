@@ -31,12 +31,18 @@ def binary() -> str:
         return found
     if not (shutil.which("apt-get") and shutil.which("dpkg")):
         pytest.skip("nginx is not installed and there is no apt-get to fetch the distribution's package")
-    with tempfile.TemporaryDirectory() as download:
+    CACHE.parent.mkdir(parents=True, exist_ok=True)  # a clean clone has no .cache yet
+    with tempfile.TemporaryDirectory(dir=CACHE.parent) as download:
         fetched = subprocess.run(["apt-get", "download", "nginx"], cwd=download, capture_output=True, text=True,
                                  timeout=300)
         assert fetched.returncode == 0, "apt-get download nginx failed: " + fetched.stderr[-2000:]
         (package,) = Path(download).glob("nginx_*.deb")
-        subprocess.run(["dpkg", "-x", str(package), str(CACHE)], check=True, timeout=120)
+        unpacked = Path(download) / "unpacked"
+        extracted = subprocess.run(["dpkg", "-x", str(package), str(unpacked)], capture_output=True, text=True,
+                                   timeout=120)
+        assert extracted.returncode == 0, "dpkg -x failed: " + extracted.stderr[-2000:]
+        shutil.rmtree(CACHE, ignore_errors=True)  # what an interrupted earlier attempt left
+        unpacked.rename(CACHE)  # all at once: a failed unpacking never looks like an installed nginx
     return str(CACHE / "usr" / "sbin" / "nginx")
 
 
