@@ -1,5 +1,6 @@
 """Structured logs of a whole session: every event with its fields, and never a secret."""
 
+import datetime
 import json
 import subprocess
 import sys
@@ -75,3 +76,18 @@ def test_exceptions_are_logged_without_secrets():
     record = json.loads(result.stderr.splitlines()[-1])
     assert record["exc"].startswith("RuntimeError: token hive_") and PLANTED not in result.stderr
     assert record["trace"] and result.stdout == ""
+
+
+def test_deferred_records_wait_for_loguru_keep_their_time_and_order_and_are_written_by_the_exit():
+    code = ("import sys, time\nfrom colabhive_mcp import logs\nlogs.configure('info', 'json', defer=True)\n"
+            "logs.log.bind(n=1).info('first')\ntime.sleep(0.3)\n"
+            "print('loaded after info:', 'loguru' in sys.modules)\n"
+            "logs.log.bind(n=2).warning('second')\n"  # a warning does not wait
+            "print('loaded after warning:', 'loguru' in sys.modules)\n"
+            "logs.configure('info', 'json', defer=True)\nlogs.log.bind(n=3).info('third')\n")  # written at exit
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert result.stdout.split("\n")[:2] == ["loaded after info: False", "loaded after warning: True"]
+    records = [json.loads(line) for line in result.stderr.splitlines()]
+    assert [(r["event"], r["n"]) for r in records] == [("first", 1), ("second", 2), ("third", 3)]
+    gap = datetime.datetime.fromisoformat(records[1]["ts"]) - datetime.datetime.fromisoformat(records[0]["ts"])
+    assert gap.total_seconds() >= 0.25  # the first record has the time it was written, not loaded

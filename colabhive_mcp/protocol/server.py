@@ -20,7 +20,8 @@ from .. import metrics, profiles, tracing
 from ..cancellation import USER, Cancellation, reason_of
 from ..config import Config
 from ..keys import KeyRejected
-from ..logs import log, logger
+from .. import logs
+from ..logs import log
 from ..policy import Policy
 from ..store import MemoryStore, SqliteStore
 from ..tenant import Tenant
@@ -87,7 +88,7 @@ class Server:
         carried = tracing.carried(jsonrpc.meta_of(message)) or tracing.carried(trace or {})
         fields = {"trace_id": tracing.trace_id(carried)} if carried else {}
         try:  # every record of this request carries its id, the key's hash and the caller's trace
-            with logger.contextualize(request_id=secrets.token_hex(6), tenant=tenant.key_id, **fields), \
+            with logs.context(request_id=secrets.token_hex(6), tenant=tenant.key_id, **fields), \
                     tracing.span(*_span_of(message, session), carried) as span:
                 response = self._respond(message, tenant, session, notify, cancelled, narrow)
                 _settle(span, response)
