@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -29,10 +30,13 @@ def test_every_tool_is_portable_and_callable(hostile, era):
     assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
     tools = {t["_meta"]["com.colabhive/slug"]: t["name"] for t in json.loads(listed.stdout)["result"]["tools"]
              if "_meta" in t}
-    for slug, _schema, arguments, _result, _output in HOSTILE[:7]:
-        called = inspector(hostile, "--method", "tools/call", "--tool-name", tools[slug],
-                           "--tool-args-json", json.dumps(arguments), era=era)
-        assert called.returncode == 0, (slug, called.stdout[-1000:], called.stderr[-1000:])
+    def call(slug, arguments):
+        return slug, inspector(hostile, "--method", "tools/call", "--tool-name", tools[slug],
+                               "--tool-args-json", json.dumps(arguments), era=era)
+
+    with ThreadPoolExecutor(3) as runs:  # each run is an Inspector and a server of its own
+        for slug, called in runs.map(lambda case: call(case[0], case[2]), HOSTILE[:7]):
+            assert called.returncode == 0, (slug, called.stdout[-1000:], called.stderr[-1000:])
     failing = inspector(hostile, "--method", "tools/call", "--tool-name", "flaky-translate",
                         "--tool-args-json", '{"text": "x"}', era=era)
     assert failing.returncode == 5  # an isError result

@@ -12,7 +12,7 @@ KINDS = ("fast", "private", "list", "slow", "failing", "cancelled", "hangup")
 
 def test_a_short_soak_leaks_nothing_and_mixes_no_tenants(tmp_path):
     out = tmp_path / "soak.json"
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "soak.py"), "--clients", "6", "--seconds", "15",
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "soak.py"), "--clients", "6", "--seconds", "10",
                              "--keys", "12", "--pool-size", "4", "--settle", "15", "--json", str(out)],
                             capture_output=True, text=True, timeout=110, cwd=ROOT)
     assert out.exists(), result.stdout[-2000:] + result.stderr[-3000:]
