@@ -5,6 +5,7 @@
     python scripts/bench.py --json out.json --repeat 5 --only overhead_http,throughput_8_clients
     python scripts/bench.py --table scripts/results/bench.json   # the README's table, from a results file
     python scripts/bench.py --json new.json --compare scripts/results/bench.json   # and what changed
+    python scripts/bench.py --baseline /tmp/colabhive-0.3.4/bin/python   # and an older release, same run
 
 Starts the sandbox gateway in a process of its own (with a 300-tool, ~1 MB manifest) and the
 servers with their default settings, measures, and prints a table and JSON. Next to each latency it
@@ -13,7 +14,9 @@ machine disturbs far less than it disturbs latencies. The comparisons with the d
 ``--repeat`` times: the table shows the median run and every run's headline figure (the spread).
 Figures, not tests: they depend on the machine. The JSON records the settings the servers ran
 with and the machine; ``--table`` renders the README's performance table from it, and a figure
-measured with non-default settings says so there.
+measured with non-default settings says so there. ``--baseline PYTHON`` also measures the release
+of colabhive-mcp that PYTHON has installed (``baseline.py`` says how to install 0.3.4), against
+the same gateway in the same run: its figures get a column of their own.
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ from colabhive_mcp.sandbox import API_PREFIX, DEMO_KEY  # noqa: E402
 from colabhive_mcp.tenant import Tenant  # noqa: E402
 from tests.http_server import HttpServer, free_port  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "scripts"))
+from baseline import BaselineServer, version  # noqa: E402
+from baseline import stdio_command as baseline_stdio  # noqa: E402
+from bench_report import render_comparison, render_table  # noqa: E402
+
 BIG_TOOLS = 300
 MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                "io.modelcontextprotocol/clientCapabilities": {}}
@@ -60,10 +68,11 @@ class Sandbox:
         port = free_port()
         self.root_url = f"http://127.0.0.1:{port}"
         self.url = self.root_url + API_PREFIX
-        app = f"colabhive_mcp.sandbox:create_app(page_size={page_size}, cold_start_s={cold_start_s})"
+        app = f"baseline:sandbox_app(page_size={page_size}, cold_start_s={cold_start_s})"  # and the old invoke route
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "--worker-class", "gthread", "--workers", "1", "--threads", str(threads),
-             "--keep-alive", "75", "--bind", f"127.0.0.1:{port}", "--log-level", "warning", app],
+             "--keep-alive", "75", "--bind", f"127.0.0.1:{port}", "--log-level", "warning",
+             "--pythonpath", str(ROOT / "scripts"), app],
             stderr=subprocess.DEVNULL, cwd=ROOT)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -344,12 +353,17 @@ def bench_tenancy(sandbox: Sandbox, tenants: int) -> dict[str, Any]:
             "rss_total_mb": float(total), "tenant_cold_start_ms": float(cold_ms)}
 
 
-def bench_stdio_startup(runs: int) -> dict[str, Any]:
+def bench_stdio_startup(runs: int, baseline: str | None = None) -> dict[str, Any]:
+    """Spawn to the initialize answer: this package's stdio server, or the ``baseline`` Python's. The
+    gateway is unreachable, so what is measured is what each imports and does to answer."""
+    nowhere = "http://127.0.0.1:9"
+    argv, env, cwd = (baseline_stdio(baseline, nowhere) if baseline else
+                      ([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", nowhere, "--log-level", "error"],
+                       dict(os.environ), None))
     samples = []
     for _ in range(runs):
         started = time.perf_counter()
-        peer = StdioPeer([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", "http://127.0.0.1:9",
-                          "--log-level", "error"], env={**os.environ, "COLABHIVE_API_KEY": "hive_bench_startup"})
+        peer = StdioPeer(argv, env={**env, "COLABHIVE_API_KEY": DEMO_KEY}, cwd=cwd)
         peer.initialize()
         samples.append(time.perf_counter() - started)
         peer.close()
@@ -373,6 +387,8 @@ def main() -> int:
     parser.add_argument("--only", metavar="NAMES", help="comma-separated figures to measure (default: all)")
     parser.add_argument("--table", metavar="FILE", help="print the README's table from a results file, and stop")
     parser.add_argument("--compare", metavar="OLD", help="then print each headline figure beside the one in OLD")
+    parser.add_argument("--baseline", metavar="PYTHON", help="also measure the colabhive-mcp release this Python has "
+                        "installed (stdio start-up, HTTP added latency and throughput), in the same run")
     args = parser.parse_args()
     if args.table:
         print(render_table(json.loads(Path(args.table).read_text()), args.table))
@@ -407,12 +423,33 @@ def main() -> int:
                 results[name] = benches[name]()
         finally:
             server.stop()
+        if args.baseline:
+            results["baseline"] = measure_baseline(args.baseline, sandbox, chosen, n, repeat, args.quick)
     print_table(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     if args.compare:
         print(render_comparison(json.loads(Path(args.compare).read_text()), results))
     return 0
+
+
+def measure_baseline(python: str, sandbox: Sandbox, chosen: list[str], n: int, repeat: int,
+                     quick: bool) -> dict[str, Any]:
+    """The figures an older release has too, measured the same way against the same gateway."""
+    measured: dict[str, Any] = {"version": version(python)}
+    if "stdio_startup_ms" in chosen:
+        measured["stdio_startup_ms"] = bench_stdio_startup(2 if quick else 10, python)
+    server = BaselineServer(python, sandbox.root_url, free_port())
+    try:
+        if "overhead_http" in chosen:
+            measured["overhead_http"] = median_run([bench_overhead_http(sandbox, server, n) for _ in range(repeat)],
+                                                   "added_p50_ms")
+        if "throughput_8_clients" in chosen:
+            measured["throughput_8_clients"] = median_run(
+                [bench_throughput(sandbox, server, 8, 2 if quick else 15) for _ in range(repeat)], "ratio")
+    finally:
+        server.stop()
+    return measured
 
 
 def print_table(results: dict[str, Any]) -> None:
@@ -427,97 +464,6 @@ def run_facts(mode: str, repeat: int) -> dict[str, Any]:
     return {"date": datetime.date.today().isoformat(), "commit": commit.stdout.strip() or None, "mode": mode,
             "repeat": repeat, "cpus": os.cpu_count(), "python": platform.python_version(),
             "http_server": {"workers": defaults.http_workers, "threads": defaults.http_threads, "environment": {}}}
-
-
-HEADLINES = {  # figure -> (label, how to read it from a results file, unit)
-    "stdio_startup_ms": ("stdio start-up, p50", lambda r: r["p50"], "ms"),
-    "overhead_stdio": ("added per call, stdio, p50", lambda r: r["added_p50_ms"], "ms"),
-    "overhead_stdio_cpu": ("server CPU per call, stdio", lambda r: r.get("server_cpu_ms_per_call"), "ms"),
-    "overhead_http": ("added per call, HTTP, p50", lambda r: r["added_p50_ms"], "ms"),
-    "overhead_http_cpu": ("server CPU per call, HTTP, one client", lambda r: r.get("server_cpu_ms_per_call"), "ms"),
-    "throughput_8_clients": ("throughput vs direct, 8 clients", lambda r: r["ratio"] * 100, "%"),
-    "throughput_8_clients_cpu": ("server CPU per call, 8 clients", lambda r: r["server"]["cpu_us_per_call"]["server"] / 1000,
-                                 "ms"),
-    "tools_list_warm": ("warm tools/list, p50", lambda r: r["server_ms"]["p50"], "ms"),
-    "tenancy": ("RSS added by the tenants", lambda r: r["rss_added_mb"], "MB"),
-    "long_polls": ("peak RSS, concurrent long calls", lambda r: r["peak_rss_mb"], "MB"),
-}
-
-
-def render_comparison(old: dict[str, Any], new: dict[str, Any]) -> str:
-    """Each headline figure measured in both runs: old, new, and the change."""
-    lines = [f"compared with the run of {old['run']['date']} at {old['run']['commit']}:"]
-    for name, (label, read, unit) in HEADLINES.items():
-        figure = name.removesuffix("_cpu")
-        try:
-            before, after = read(old[figure]), read(new[figure])
-        except (KeyError, TypeError):
-            continue
-        if before is None or after is None:
-            continue
-        change = f"{(after - before) / before * 100:+.0f} %" if before else ""
-        lines.append(f"  {label:<42} {before:10.2f} → {after:10.2f} {unit:<3} {change}")
-    return "\n".join(lines)
-
-
-def render_table(results: dict[str, Any], source: str) -> str:
-    """The README's performance table (reStructuredText) from a results file: no hand-typed figure."""
-    def spread(runs: list[float], unit: str = "") -> str:
-        return f"runs {min(runs):g}–{max(runs):g}{unit}" if len(runs) > 1 else "one run"
-
-    run = results["run"]
-    threads, default_threads = run["http_server"]["threads"], Config().http_threads
-    note = " (per-key limits off)" if run["http_server"]["environment"] else ""
-    rows: list[tuple[str, str, str]] = []
-    figure = results.get
-    if figure("stdio_startup_ms"):
-        s = results["stdio_startup_ms"]
-        rows.append(("stdio start-up to the initialize answer", f"{s['p50']:.0f} ms p50 ({s['p99']:.0f} p99)", "110 ms"))
-    for name, label in (("overhead_stdio", "stdio"), ("overhead_http", f"HTTP{note}")):
-        if figure(name):
-            o = results[name]
-            cpu = f"; server CPU {o['server_cpu_ms_per_call']:.2f} ms/call" if "server_cpu_ms_per_call" in o else ""
-            rows.append((f"added per warm ``tools/call``, {label}",
-                         f"+{o['added_p50_ms']:.2f} ms p50 ({spread(o['added_p50_ms_runs'], ' ms')}){cpu}", "1.5 ms"))
-    if figure("tools_list_warm"):
-        t = results["tools_list_warm"]
-        rows.append((f"warm ``tools/list``, {t['tools']} tools, {t['bytes'] / 1e6:.1f} MB",
-                     f"{t['server_ms']['p50']:.2f} ms p50 ({t['server_ms']['p99']:.2f} p99)", "2 ms"))
-    if figure("cold_tools_list_100_threads"):
-        rows.append(("manifest GETs for 100 simultaneous cold lists",
-                     str(results["cold_tools_list_100_threads"]["manifest_gets"]), "1"))
-    if figure("throughput_8_clients"):
-        t = results["throughput_8_clients"]
-        server, direct = t["server"], t["direct"]
-        rows.append((f"throughput, 8 clients, vs direct{note}",
-                     f"{server['calls_per_s']:g} vs {direct['calls_per_s']:g} calls/s: {t['ratio'] * 100:.0f} % "
-                     f"({spread([round(r * 100) for r in t['ratio_runs']], ' %')}); server CPU "
-                     f"{server['cpu_us_per_call']['server'] / 1000:.2f} ms/call", "1.4 ms CPU"))
-    if figure("long_polls"):
-        p = results["long_polls"]
-        setting = f"{threads} threads per worker" + ("" if threads == default_threads else
-                                                     f", not the default {default_threads}")
-        rows.append((f"{p['calls']} concurrent long calls, 20 per key ({setting}){note}",
-                     f"{p['succeeded']} ok, {p['errors']} errors, {p['peak_threads']} threads, "
-                     f"{p['peak_rss_mb']:.0f} MB", "all ok"))
-    if figure("tenancy"):
-        t = results["tenancy"]
-        rows.append((f"{t['tenants']} tenants holding a {t['manifest_bytes'] / 1e6:.2f} MB manifest",
-                     f"+{t['rss_added_mb']:.0f} MB RSS ({t['rss_total_mb']:.0f} MB in all)", "200 MB"))
-    if figure("polls_for_job"):
-        p = results["polls_for_job"]
-        rows.append((f"upstream polls for a {p['job_s']:g} s job", str(p["polls"]), ""))
-    return _rst_table(("measure", "result", "target"), rows) + (
-        f"\n\nFrom ``{source}``: {run['mode']} run of {run['date']} at commit "
-        f"{run['commit']}, {run['cpus']} CPUs, Python {run['python']}; HTTP server: {run['http_server']['workers']} "
-        f"workers of {threads} threads.")
-
-
-def _rst_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    rule = "  ".join("=" * w for w in widths)
-    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([rule, line(header), rule, *map(line, rows), rule])
 
 
 if __name__ == "__main__":

@@ -28,3 +28,19 @@ def test_the_readme_performance_table_is_rendered_from_the_committed_results():
     assert table.returncode == 0, table.stderr
     assert json.loads(results.read_text())["run"]["mode"] == "full"
     assert table.stdout.strip() in (ROOT / "README.rst").read_text()
+
+
+def test_the_bench_sandbox_also_answers_the_older_release_invoke_route():
+    """``--baseline``: 0.3.4 invokes at /internal/mcp/actions/{slug}:invoke; the sandbox serves it as the contract's route."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from baseline import sandbox_app
+    from werkzeug.test import Client
+
+    from colabhive_mcp.sandbox import API_PREFIX, DEMO_KEY
+
+    client = Client(sandbox_app())
+    answers = [client.post(API_PREFIX + route, json={"input": {"text": "hi"}, "sync": True},
+                           headers={"X-API-Key": DEMO_KEY}) for route in ("/internal/mcp/actions/echo:invoke",
+                                                                          "/actions/echo:invoke")]
+    assert [a.status_code for a in answers] == [200, 200]
+    assert answers[0].json["result"] == answers[1].json["result"] and answers[0].json["status"] == "succeeded"

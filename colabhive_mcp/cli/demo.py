@@ -21,8 +21,10 @@ LATEST_LEGACY = "2025-11-25"
 class StdioPeer:
     """A client end of the stdio transport: requests by id, notifications collected in order."""
 
-    def __init__(self, argv: list[str], env: dict[str, str] | None = None, stderr: Any = subprocess.DEVNULL) -> None:
-        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None, stderr: Any = subprocess.DEVNULL,
+                 cwd: str | None = None) -> None:
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env,
+                                        cwd=cwd)
         self.notifications: list[dict[str, Any]] = []
         self.unparsable: list[bytes] = []  # anything on stdout that is not JSON (must stay empty)
         self.on_notification: Callable[[dict[str, Any]], None] | None = None

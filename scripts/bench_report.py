@@ -1,0 +1,122 @@
+"""How ``bench.py`` reports: the README's table from a results file, and a comparison of two runs.
+
+    python scripts/bench.py --table scripts/results/bench.json
+    python scripts/bench.py --json new.json --compare scripts/results/bench.json
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from colabhive_mcp.config import Config
+
+HEADLINES = {  # figure -> (label, how to read it from a results file, unit)
+    "stdio_startup_ms": ("stdio start-up, p50", lambda r: r["p50"], "ms"),
+    "overhead_stdio": ("added per call, stdio, p50", lambda r: r["added_p50_ms"], "ms"),
+    "overhead_stdio_cpu": ("server CPU per call, stdio", lambda r: r.get("server_cpu_ms_per_call"), "ms"),
+    "overhead_http": ("added per call, HTTP, p50", lambda r: r["added_p50_ms"], "ms"),
+    "overhead_http_cpu": ("server CPU per call, HTTP, one client", lambda r: r.get("server_cpu_ms_per_call"), "ms"),
+    "throughput_8_clients": ("throughput vs direct, 8 clients", lambda r: r["ratio"] * 100, "%"),
+    "throughput_8_clients_cpu": ("server CPU per call, 8 clients", lambda r: r["server"]["cpu_us_per_call"]["server"] / 1000,
+                                 "ms"),
+    "tools_list_warm": ("warm tools/list, p50", lambda r: r["server_ms"]["p50"], "ms"),
+    "tenancy": ("RSS added by the tenants", lambda r: r["rss_added_mb"], "MB"),
+    "long_polls": ("peak RSS, concurrent long calls", lambda r: r["peak_rss_mb"], "MB"),
+}
+
+
+def render_comparison(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """Each headline figure measured in both runs: old, new, and the change."""
+    lines = [f"compared with the run of {old['run']['date']} at {old['run']['commit']}:"]
+    for name, (label, read, unit) in HEADLINES.items():
+        figure = name.removesuffix("_cpu")
+        try:
+            before, after = read(old[figure]), read(new[figure])
+        except (KeyError, TypeError):
+            continue
+        if before is None or after is None:
+            continue
+        change = f"{(after - before) / before * 100:+.0f} %" if before else ""
+        lines.append(f"  {label:<42} {before:10.2f} → {after:10.2f} {unit:<3} {change}")
+    return "\n".join(lines)
+
+
+def render_table(results: dict[str, Any], source: str) -> str:
+    """The README's performance table (reStructuredText) from a results file: no hand-typed figure."""
+    def spread(runs: list[float], unit: str = "") -> str:
+        return f"runs {min(runs):g}–{max(runs):g}{unit}" if len(runs) > 1 else "one run"
+
+    run = results["run"]
+    threads, default_threads = run["http_server"]["threads"], Config().http_threads
+    note = " (per-key limits off)" if run["http_server"]["environment"] else ""
+    rows: list[tuple[str, str, str]] = []
+    figure = results.get
+    if figure("stdio_startup_ms"):
+        s = results["stdio_startup_ms"]
+        rows.append(("stdio start-up to the initialize answer", f"{s['p50']:.0f} ms p50 ({s['p99']:.0f} p99)", "110 ms"))
+    for name, label in (("overhead_stdio", "stdio"), ("overhead_http", f"HTTP{note}")):
+        if figure(name):
+            o = results[name]
+            rows.append((f"added per warm ``tools/call``, {label}",
+                         f"+{o['added_p50_ms']:.2f} ms p50 ({spread(o['added_p50_ms_runs'], ' ms')}){_cpu(o)}", "1.5 ms"))
+    if figure("tools_list_warm"):
+        t = results["tools_list_warm"]
+        rows.append((f"warm ``tools/list``, {t['tools']} tools, {t['bytes'] / 1e6:.1f} MB",
+                     f"{t['server_ms']['p50']:.2f} ms p50 ({t['server_ms']['p99']:.2f} p99)", "2 ms"))
+    if figure("cold_tools_list_100_threads"):
+        rows.append(("manifest GETs for 100 simultaneous cold lists",
+                     str(results["cold_tools_list_100_threads"]["manifest_gets"]), "1"))
+    if figure("throughput_8_clients"):
+        t = results["throughput_8_clients"]
+        server, direct = t["server"], t["direct"]
+        rows.append((f"throughput, 8 clients, vs direct{note}",
+                     f"{server['calls_per_s']:g} vs {direct['calls_per_s']:g} calls/s: {t['ratio'] * 100:.0f} % "
+                     f"({spread([round(r * 100) for r in t['ratio_runs']], ' %')}); server CPU "
+                     f"{server['cpu_us_per_call']['server'] / 1000:.2f} ms/call", "1.4 ms CPU"))
+    if figure("long_polls"):
+        p = results["long_polls"]
+        setting = f"{threads} threads per worker" + ("" if threads == default_threads else
+                                                     f", not the default {default_threads}")
+        rows.append((f"{p['calls']} concurrent long calls, 20 per key ({setting}){note}",
+                     f"{p['succeeded']} ok, {p['errors']} errors, {p['peak_threads']} threads, "
+                     f"{p['peak_rss_mb']:.0f} MB", "all ok"))
+    if figure("tenancy"):
+        t = results["tenancy"]
+        rows.append((f"{t['tenants']} tenants holding a {t['manifest_bytes'] / 1e6:.2f} MB manifest",
+                     f"+{t['rss_added_mb']:.0f} MB RSS ({t['rss_total_mb']:.0f} MB in all)", "200 MB"))
+    if figure("polls_for_job"):
+        p = results["polls_for_job"]
+        rows.append((f"upstream polls for a {p['job_s']:g} s job", str(p["polls"]), ""))
+    header: tuple[str, ...] = ("measure", "result", "target")
+    if "baseline" in results:  # the older release, measured in the same run: a column of its own
+        old = results["baseline"]
+        header = ("measure", "result", f"{old['version']}, same run", "target")
+        rows = [(label, result, _baseline_cell(old, label), target) for label, result, target in rows]
+    return _rst_table(header, rows) + (
+        f"\n\nFrom ``{source}``: {run['mode']} run of {run['date']} at commit "
+        f"{run['commit']}, {run['cpus']} CPUs, Python {run['python']}; HTTP server: {run['http_server']['workers']} "
+        f"workers of {threads} threads.")
+
+
+def _cpu(figures: dict[str, Any]) -> str:
+    cpu = figures.get("server_cpu_ms_per_call")
+    return "" if cpu is None else f"; server CPU {cpu:.2f} ms/call"
+
+
+def _baseline_cell(old: dict[str, Any], label: str) -> str:
+    """The older release's figure for the row ``label``, where it was measured."""
+    if label.startswith("stdio start-up") and "stdio_startup_ms" in old:
+        return f"{old['stdio_startup_ms']['p50']:.0f} ms p50"
+    if label.startswith("added per warm ``tools/call``, HTTP") and "overhead_http" in old:
+        return f"+{old['overhead_http']['added_p50_ms']:.2f} ms p50{_cpu(old['overhead_http'])}"
+    if label.startswith("throughput") and "throughput_8_clients" in old:
+        server = old["throughput_8_clients"]["server"]
+        return f"{server['calls_per_s']:g} calls/s; server CPU {server['cpu_us_per_call']['server'] / 1000:.2f} ms/call"
+    return ""
+
+
+def _rst_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    rule = "  ".join("=" * w for w in widths)
+    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([rule, line(header), rule, *map(line, rows), rule])
