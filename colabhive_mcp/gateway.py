@@ -96,7 +96,11 @@ class Gateway:
         if self._session is None:
             with self._session_lock:
                 if self._session is None:
+                    from .origin_adapter import OriginAdapter
+
                     self._session = _http().Session()
+                    self._session.mount("https://", OriginAdapter())
+                    self._session.mount("http://", OriginAdapter())
                     self._session.headers.update(self.headers)
                     _settle(self._session, self.proxy)
         return self._session

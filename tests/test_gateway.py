@@ -11,6 +11,7 @@ from responses import matchers
 from colabhive_mcp.encoding import too_deep
 from colabhive_mcp.gateway import Gateway, GatewayError
 from colabhive_mcp.keys import ApiKey, KeyRejected
+from colabhive_mcp.sandbox import DEMO_KEY
 
 BASE = "https://gw.test/api/builder/v1"
 KEY = "hive_unit_test_key"
@@ -315,3 +316,16 @@ def test_depth_is_judged_on_the_text_with_strings_skipped():
     assert not too_deep("[" * 512 + "]" * 512) and too_deep("[" * 513 + "]" * 513)
     assert too_deep('{"a":' * 1000)  # unclosed counts too: the parser would recurse before failing
     assert not too_deep('["' + "[" * 1000 + '"]') and not too_deep('["\\"' + "{" * 1000 + '"]')
+
+
+def test_a_tenant_finds_its_connection_pool_once_and_still_works_after_its_session_closed(sandbox):
+    gateway = Gateway(sandbox.url, ApiKey.of(DEMO_KEY))
+    for _ in range(5):
+        gateway.fetch_manifest()
+    adapter = gateway.session.get_adapter(sandbox.url)
+    (pool,) = adapter._pools.values()
+    assert pool.num_connections == 1  # one pool, one kept-alive connection for every request
+    gateway.session.close()  # its pools are dropped (and closed, by some urllib3 versions)
+    assert gateway.fetch_manifest().entries
+    (kept,) = adapter._pools.values()
+    assert kept.pool is not None  # open: the same pool where urllib3 only dropped it, else a new one
