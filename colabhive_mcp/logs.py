@@ -7,7 +7,8 @@ caller's trace). JSON lines by default; readable text when stderr is a terminal.
 
 loguru takes longer to import than everything else stdio needs to answer ``initialize``, so
 stdio configures logging *deferred*: its records wait in memory, with their time, until
-:func:`load` (called once the handshake is answered), a warning or an error, or the exit.
+:func:`load` (stdio calls it half a second after it starts, when the handshake is answered), a
+warning or an error, or the normal exit of the process.
 """
 
 from __future__ import annotations
