@@ -4,19 +4,12 @@ streams and waits held open) and per instance (keys checked with the gateway per
 They are counted in the instance store, so a tenant's eviction does not reset them and every worker
 of the instance sees the same counts (stdio and a single process count in memory). Each refusal
 says which limit it hit and when to try again.
-
-A place a call gives back stays with its process for a moment (``SPARE_S``) for the key's next
-call, so a steady stream of calls costs the store nothing: a place is taken from the store only
-when the process has no spare one, and given back when it has been spare that long. The count
-stays exact (a spare place is still held); another worker may see a key full for that moment more.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
-from typing import Callable, Iterator
+from typing import Iterator
 
 from .config import Config
 from .store import MemoryStore, SqliteStore
@@ -24,7 +17,6 @@ from .store import MemoryStore, SqliteStore
 CALLS, STARTED, HELD, COLD = "calls", "started", "held", "cold"
 PLACE_TTL_S = 86_400.0  # a place not given back (its thread hung) frees itself after a day at most
 BUSY_RETRY_S = 5.0  # what to tell a caller refused for a place that frees when some work ends
-SPARE_S = 1.0  # how long a process keeps a place given back for the key's next call
 
 
 class LimitReached(Exception):
@@ -40,7 +32,6 @@ class Limits:
     def __init__(self, config: Config, store: MemoryStore | SqliteStore | None = None) -> None:
         self.config = config
         self.store = store or MemoryStore()
-        self.places = SparePlaces(self.store)
 
     @contextlib.contextmanager
     def call(self, digest: str) -> Iterator[None]:
@@ -76,68 +67,10 @@ class Limits:
         if not limit:
             yield
             return
-        place = self.places.take(space, digest, limit)
+        place = self.store.take(space, digest, limit, PLACE_TTL_S)
         if place is None:
             raise refusal
         try:
             yield
         finally:
-            self.places.give_back(space, digest, place)
-
-
-class SparePlaces:
-    """The store's places as this process takes them: one given back is kept ``SPARE_S`` seconds
-    for the same key's next call, then returned to the store by a helper thread."""
-
-    def __init__(self, store: MemoryStore | SqliteStore, clock: Callable[[], float] = time.monotonic) -> None:
-        self.store = store
-        self.clock = clock
-        self._taken: dict[str, float] = {}  # place in use -> when the store gave it
-        self._spare: dict[tuple[str, str], list[tuple[str, float, float]]] = {}  # (place, taken, spare since)
-        self._lock = threading.Lock()
-        self._returner: threading.Thread | None = None
-
-    def take(self, space: str, key: str, limit: int) -> str | None:
-        """A place of the key (a spare one, else one from the store); ``None`` when the key is full."""
-        now = self.clock()
-        with self._lock:
-            spare = self._spare.get((space, key))
-            if spare and now - spare[-1][1] < PLACE_TTL_S / 2:  # the store counts it for a while yet
-                place, taken, _ = spare.pop()
-                self._taken[place] = taken
-                return place
-        place = self.store.take(space, key, limit, PLACE_TTL_S)
-        if place is not None:
-            with self._lock:
-                self._taken[place] = now
-        return place
-
-    def give_back(self, space: str, key: str, place: str) -> None:
-        now = self.clock()
-        with self._lock:
-            taken = self._taken.pop(place, now)
-            self._spare.setdefault((space, key), []).append((place, taken, now))
-            if self._returner is None:
-                self._returner = threading.Thread(target=self._return_spares, name="mcp-places", daemon=True)
-                self._returner.start()
-
-    def _return_spares(self) -> None:
-        """Every ``SPARE_S``, return the places spare that long (or too old to reuse); end when none is left."""
-        while True:
-            time.sleep(SPARE_S)
-            now, due = self.clock(), []
-            with self._lock:
-                for (space, key), places in list(self._spare.items()):
-                    keep = [entry for entry in places if now - entry[2] < SPARE_S and now - entry[1] < PLACE_TTL_S / 2]
-                    due += [(space, key, entry[0]) for entry in places if entry not in keep]
-                    if keep:
-                        self._spare[space, key] = keep
-                    else:
-                        del self._spare[space, key]
-                done = not self._spare
-                if done:
-                    self._returner = None
-            for space, key, place in due:
-                self.store.give_back(space, key, place)
-            if done:
-                return
+            self.store.give_back(space, digest, place)

@@ -146,8 +146,12 @@ class SqliteStore:
         free). One statement while there is room; only a full key is looked at more closely."""
         def room(db: sqlite3.Connection) -> str | None:
             place, now = secrets.token_hex(8), self.clock()
-            return place if db.execute(TAKE_IF_ROOM, (space, key, place, os.getpid(), now + ttl,
-                                                      space, key, now, limit)).rowcount == 1 else None
+            try:
+                taken = db.execute(TAKE_IF_ROOM, (space, key, place, os.getpid(), now + ttl,
+                                                  space, key, now, limit)).rowcount == 1
+            except sqlite3.OperationalError:  # another process wrote since the statement began: in a transaction
+                return None
+            return place if taken else None
 
         def insert(db: sqlite3.Connection) -> str | None:
             now = self.clock()

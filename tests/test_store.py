@@ -8,7 +8,6 @@ import time
 import pytest
 from loguru import logger
 
-from colabhive_mcp.limits import SparePlaces
 from colabhive_mcp.store import MemoryStore, SqliteStore, open_store
 
 
@@ -127,25 +126,3 @@ def test_places_are_counted_across_processes_and_a_dead_process_gives_its_places
         holder.join(10)
     assert store.take("calls", "key", 3, ttl=60) and store.take("calls", "key", 3, ttl=60)  # its two are free
     assert store.take("calls", "key", 3, ttl=60) is None
-
-
-def test_a_place_given_back_serves_the_key_next_call_then_returns_to_the_store(tmp_path):
-    path = str(tmp_path / "instance.db")
-    this, other = SparePlaces(SqliteStore(path)), SqliteStore(path)  # two workers of one instance
-    statements = []
-    this.store._connect().set_trace_callback(statements.append)
-    first = this.take("calls", "key", 2)
-    this.give_back("calls", "key", first)
-    statements.clear()
-    for _ in range(50):  # a steady stream of calls: the store hears nothing of them
-        place = this.take("calls", "key", 2)
-        assert place == first
-        this.give_back("calls", "key", place)
-    assert statements == []
-    held = this.take("calls", "key", 2)
-    assert other.take("calls", "key", 2, ttl=60) and other.take("calls", "key", 2, ttl=60) is None  # still counted
-    this.give_back("calls", "key", held)
-    deadline = time.monotonic() + 10
-    while other.take("calls", "key", 2, ttl=60) is None:  # spare for SPARE_S, then the other worker's
-        assert time.monotonic() < deadline, "the spare place never went back to the store"
-        time.sleep(0.05)
