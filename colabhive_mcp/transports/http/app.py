@@ -16,7 +16,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from werkzeug.exceptions import RequestEntityTooLarge
-from werkzeug.wrappers import Request, Response
+from werkzeug.wrappers import Response
 
 from ... import metrics, tracing
 from ...config import Config, ConfigError, load
@@ -25,6 +25,7 @@ from ...protocol import Server, jsonrpc
 from ...store import open_store
 from .admission import Admission
 from .events import EventStore
+from .incoming import Request
 from .legacy_sse import LegacySse
 from .operations import Operations
 from .relay import RELAY_DIR, CancelRelay
@@ -32,7 +33,7 @@ from .sessions import SessionCodec
 from .sse import Streams
 from .streamable import Streamable
 from .tenancy import Tenancy
-from .wire import (LOOPBACK_HOSTS, HttpError, bind_host, failed, hostname, json_response, local_and_direct,
+from .wire import (LOOPBACK_HOSTS, Answer, HttpError, bind_host, failed, hostname, json_response, local_and_direct,
                    not_allowed)
 
 
@@ -63,8 +64,7 @@ class McpApp:
         self.core.drain()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        request = Request(environ)
-        request.max_content_length = self.config.max_message_bytes
+        request = Request(environ, self.config.max_message_bytes)
         try:
             self._check_host_and_origin(request)
             if self.config.single_tenant and not local_and_direct(request):
@@ -82,7 +82,7 @@ class McpApp:
         self._add_cors(request, response)
         return response(environ, start_response)
 
-    def _route(self, request: Request) -> Response:
+    def _route(self, request: Request) -> Answer:
         path, method = request.path.rstrip("/") or "/", request.method
         if method == "OPTIONS":
             return self._preflight(request)
@@ -113,7 +113,7 @@ class McpApp:
         if origin and origin.rstrip("/") not in self.origins and hostname(urlsplit(origin).netloc) not in self.hosts:
             raise HttpError(403, jsonrpc.INVALID_REQUEST, "Origin not allowed")
 
-    def _preflight(self, request: Request) -> Response:
+    def _preflight(self, request: Request) -> Answer:
         if request.headers.get("Origin", "").rstrip("/") not in self.origins:
             return Response(status=403)
         return Response(status=204, headers={
@@ -122,7 +122,7 @@ class McpApp:
                                             "MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID",
             "Access-Control-Max-Age": "600"})
 
-    def _add_cors(self, request: Request, response: Response) -> None:
+    def _add_cors(self, request: Request, response: Answer) -> None:
         origin = request.headers.get("Origin", "").rstrip("/")
         if origin and origin in self.origins:
             response.headers["Access-Control-Allow-Origin"] = origin

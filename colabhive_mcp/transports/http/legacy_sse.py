@@ -16,17 +16,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from werkzeug.wrappers import Request, Response
+from werkzeug.wrappers import Response
 
 from ... import tracing
 from ...logs import log
 from ...protocol import Server, Session, jsonrpc
 from ...protocol.jsonrpc import JsonRpcError
 from .admission import Admission
+from .incoming import Request
 from .sessions import SessionCodec
 from .sse import Streams, stream
 from .tenancy import Tenancy
-from .wire import HttpError, body, failed, json_response
+from .wire import Answer, HttpError, body, failed, json_response
 
 MESSAGE_THREADS = 4  # a session's messages served at once
 MESSAGE_BACKLOG = 16  # a session's messages accepted and not yet answered
@@ -52,7 +53,7 @@ class LegacySse:
         self._open: dict[str, _Stream] = {}
         self._lock = threading.Lock()
 
-    def open(self, request: Request) -> Response:
+    def open(self, request: Request) -> Answer:
         """The session's stream: an ``endpoint`` event, then every answer of the session."""
         key = self.tenancy.key(request)
         self.tenancy.check(key)  # a stream opens only for a key the gateway accepts
@@ -77,7 +78,7 @@ class LegacySse:
 
         return stream(generate, lease)
 
-    def message(self, request: Request) -> Response:
+    def message(self, request: Request) -> Answer:
         """One message of a session: accepted at once, served on one of the session's threads, answered
         on the stream; 429 when the session already has :data:`MESSAGE_BACKLOG` waiting."""
         key = self.tenancy.key(request)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hmac
 import time
 
-from werkzeug.wrappers import Request, Response
+from werkzeug.wrappers import Response
 
 from ... import metrics
 from ...config import Config
@@ -14,8 +14,9 @@ from ...gateway import reachable
 from ...keys import KeyRejected
 from ...protocol import jsonrpc
 from ...tenant import Unreachable
+from .incoming import Request
 from .tenancy import Tenancy, unauthorized
-from .wire import JSON, HttpError, bind_host, is_loopback, json_response
+from .wire import JSON, Answer, HttpError, bind_host, is_loopback, json_response
 
 READINESS_TTL_S = 5.0
 READINESS_TIMEOUT_S = 2.0
@@ -28,10 +29,10 @@ class Operations:
         self._readiness = (float("-inf"), False)  # (checked at, gateway reachable)
 
     @staticmethod
-    def health() -> Response:
+    def health() -> Answer:
         return Response(b'{"status":"ok"}', mimetype=JSON)
 
-    def ready(self) -> Response:
+    def ready(self) -> Answer:
         """Ready when the gateway answers at all (a 401 to a keyless request is an answer); asked at
         most every few seconds."""
         now = time.monotonic()
@@ -40,7 +41,7 @@ class Operations:
         ready = self._readiness[1]
         return json_response({"status": "ready" if ready else "unavailable"}, 200 if ready else 503)
 
-    def metrics(self, request: Request) -> Response:
+    def metrics(self, request: Request) -> Answer:
         """The metrics, with the metrics token when one is set; on an address others can reach, only then."""
         token = self.config.metrics_token
         if not token and not is_loopback(bind_host(self.config.bind)):
@@ -51,7 +52,7 @@ class Operations:
         body, content_type = metrics.render()
         return Response(body, content_type=content_type)
 
-    def refresh(self, request: Request) -> Response:
+    def refresh(self, request: Request) -> Answer:
         """Revalidate the calling key's manifest now (in this worker), e.g. after publishing an action."""
         with self.tenancy.tenant(self.tenancy.key(request)) as tenant:
             try:

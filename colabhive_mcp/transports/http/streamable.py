@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from werkzeug.wrappers import Request, Response
+from werkzeug.wrappers import Response
 
 from ...cancellation import Cancellation
 from ...config import Config
@@ -31,12 +31,14 @@ from ...protocol.jsonrpc import JsonRpcError
 from ...tenant import Tenant
 from .admission import Admission, holds_long
 from .hangups import HangupWatch
+from .incoming import Request
 from .relay import CancelRelay
 from .sessions import SessionCodec
 from .sse import DISCONNECT_CHECK_S, Streams, stream
 from .tenancy import Tenancy
-from .wire import (JSON, MODERN_STATUS_BY_CODE, SSE, STATUS_BY_CODE, HttpError, accepts, body, cancelled_request,
-                   failed, header_mismatch, json_response, narrowing, not_allowed, socket_of, status_of)
+from .wire import (JSON, MODERN_STATUS_BY_CODE, SSE, STATUS_BY_CODE, Answer, HttpError, accepts, body,
+                   cancelled_request, failed, header_mismatch, json_response, narrowing, not_allowed, socket_of,
+                   status_of)
 
 
 @dataclass
@@ -62,7 +64,7 @@ class Streamable:
 
     # -- POST -----------------------------------------------------------------------------------
 
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> Answer:
         wanted = accepts(request)
         if not wanted:
             raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {JSON} or {SSE}")
@@ -88,7 +90,7 @@ class Streamable:
                 answer = failed(message)
                 return Response(status=202) if answer is None else json_response(answer, 200)
 
-    def _modern(self, request: Request, message: dict[str, Any], caller: Caller, wanted: set[str]) -> Response:
+    def _modern(self, request: Request, message: dict[str, Any], caller: Caller, wanted: set[str]) -> Answer:
         """2026-07-28: stateless, with the routing headers checked against the body."""
         mismatch = header_mismatch(request, message)
         if mismatch:
@@ -102,7 +104,7 @@ class Streamable:
         return self._answer(message, caller, session, request, MODERN_STATUS_BY_CODE,
                             stream=_wants_stream(message, wanted))
 
-    def _legacy(self, request: Request, message: Any, caller: Caller, wanted: set[str]) -> Response:
+    def _legacy(self, request: Request, message: Any, caller: Caller, wanted: set[str]) -> Answer:
         if jsonrpc.method_of(message) == "initialize" and "id" in message:
             session = self.sessions.new_session()
             response = self._answer(message, caller, session, request, STATUS_BY_CODE, stream=JSON not in wanted)
@@ -135,7 +137,7 @@ class Streamable:
         return response
 
     def _answer(self, message: dict[str, Any], caller: Caller, session: Session, http_request: Request,
-                statuses: dict[int, int], *, stream: bool, resumable: bool = False) -> Response:
+                statuses: dict[int, int], *, stream: bool, resumable: bool = False) -> Answer:
         """Serve one request as a JSON body, or as an SSE stream when it will send notifications."""
         narrow = narrowing(http_request)
         held = caller.lease.pop_all()  # the tenant stays held until the answer is complete, on whichever thread
@@ -171,7 +173,7 @@ class Streamable:
         session.log_level = known.get("log_level")
         return session
 
-    def get(self, request: Request) -> Response:
+    def get(self, request: Request) -> Answer:
         """The legacy GET stream: a resumption (``Last-Event-ID``) or the notification stream."""
         if "Mcp-Session-Id" not in request.headers or self.streams.events is None:
             return not_allowed("POST" if self.streams.events is None else "POST, DELETE")
@@ -191,7 +193,7 @@ class Streamable:
             return resumed
         return self._changes(key)
 
-    def _changes(self, key: ApiKey) -> Response:
+    def _changes(self, key: ApiKey) -> Answer:
         """The stream that tells a session its tool list changed (for a key the gateway accepts)."""
         outbox: queue.Queue = queue.Queue()
         stop = threading.Event()
@@ -213,7 +215,7 @@ class Streamable:
         threading.Thread(target=watch, name="mcp-get-stream", daemon=True).start()
         return stream(generate)
 
-    def delete(self, request: Request) -> Response:
+    def delete(self, request: Request) -> Answer:
         if "Mcp-Session-Id" not in request.headers:
             return not_allowed("POST")
         session = self.restore(request, self.tenancy.key(request))

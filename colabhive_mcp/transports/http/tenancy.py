@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from werkzeug.wrappers import Request
 
 from ...config import Config
 from ...keys import ApiKey, KeyRejected
@@ -16,6 +15,7 @@ from ...pool import TenantPool
 from ...protocol import jsonrpc, key_rejected
 from ...store import MemoryStore, SqliteStore
 from ...tenant import Tenant
+from .incoming import Request
 from .wire import INVALID_TOKEN, HttpError, busy
 
 

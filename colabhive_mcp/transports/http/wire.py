@@ -12,10 +12,12 @@ import ipaddress
 import math
 import secrets
 import socket
-from typing import Any
+from typing import Any, Union
 
+from werkzeug.datastructures import Headers
 from werkzeug.exceptions import RequestEntityTooLarge
-from werkzeug.wrappers import Request, Response
+from werkzeug.http import HTTP_STATUS_CODES
+from werkzeug.wrappers import Response
 
 from ... import metrics
 from ...cancellation import reason_of
@@ -25,6 +27,7 @@ from ...protocol import jsonrpc
 from ...protocol.eras import META_VERSION
 from ...protocol.jsonrpc import JsonRpcError
 from ...protocol.request import Narrowing
+from .incoming import Request
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -47,9 +50,9 @@ class HttpError(Exception):
         super().__init__(message)
         self.status, self.code, self.message, self.headers = status, code, message, headers or {}
 
-    def response(self, request_id: Any = None) -> Response:
-        body = jsonrpc.error(request_id, JsonRpcError(self.code, self.message))
-        return Response(jsonrpc.encode(body), self.status, headers=self.headers, mimetype=JSON)
+    def response(self, request_id: Any = None) -> JsonAnswer:
+        return JsonAnswer(jsonrpc.encode(jsonrpc.error(request_id, JsonRpcError(self.code, self.message))), self.status,
+                          self.headers)
 
 
 def busy(status: int, exc: LimitReached) -> HttpError:
@@ -73,7 +76,7 @@ def accepts(request: Request) -> set[str]:
 def body(request: Request) -> bytes:
     """The whole body, or 413: for a body of unknown length (chunked), Werkzeug's ``get_data()``
     silently stops at ``max_content_length`` and returns what it read so far."""
-    data = request.get_data(cache=False)
+    data = request.get_data()
     limit = request.max_content_length
     if request.content_length is None and limit is not None and len(data) >= limit:
         raise RequestEntityTooLarge()
@@ -159,8 +162,26 @@ def socket_of(request: Request) -> socket.socket | None:
 
 # -- writing an answer ---------------------------------------------------------------------------
 
-def json_response(answer: Any, status: int) -> Response:
-    return Response(jsonrpc.encode(answer), status, headers=INVALID_TOKEN if status == 401 else None, mimetype=JSON)
+class JsonAnswer:
+    """A JSON body sent at once: the status line and headers Werkzeug's ``Response`` would send for
+    it, without building one (``headers`` can still be added to before it is sent)."""
+
+    def __init__(self, body: bytes, status: int, headers: dict[str, str] | None = None) -> None:
+        self.body, self.status = body, status
+        self.headers = Headers(headers)
+        self.headers["Content-Type"] = JSON
+        self.headers["Content-Length"] = str(len(body))
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        start_response(f"{self.status} {HTTP_STATUS_CODES.get(self.status, 'UNKNOWN')}", self.headers.to_wsgi_list())
+        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [self.body]
+
+
+Answer = Union[Response, JsonAnswer]  # what a handler answers with
+
+
+def json_response(answer: Any, status: int) -> JsonAnswer:
+    return JsonAnswer(jsonrpc.encode(answer), status, INVALID_TOKEN if status == 401 else None)
 
 
 def status_of(answer: Any, statuses: dict[int, int]) -> int:
