@@ -65,11 +65,8 @@ class Log:
     def _emit(self, level: str, event: str, exc_info: ExcInfo | None = None) -> None:
         fields = {**_context.get(), **self._fields}
         logger = _logger or _loaded_unless_waiting(level, event, fields, exc_info)
-        if logger is None:
-            return
-        if exc_info is not None:
-            logger = logger.opt(exception=exc_info)
-        logger.bind(**fields).log(level, event)
+        if logger is not None:
+            _write(logger, level, event, fields, exc_info)
 
 
 log = Log()
@@ -120,10 +117,13 @@ def load() -> None:
         waiting = _pending[:]
         _pending.clear()
     for when, level, event, fields, exc_info in waiting:
-        logger = _logger.patch(lambda record, when=when: record.update(time=when))
-        if exc_info is not None:
-            logger = logger.opt(exception=exc_info)
-        logger.bind(**fields).log(level, event)
+        _write(_logger.patch(lambda record, when=when: record.update(time=when)), level, event, fields, exc_info)
+
+
+def _write(logger: Any, level: str, event: str, fields: dict[str, Any], exc_info: ExcInfo | None) -> None:
+    if exc_info is not None:
+        logger = logger.opt(exception=exc_info)
+    logger.bind(**fields).log(level, event)
 
 
 def _loaded_unless_waiting(level: str, event: str, fields: dict[str, Any], exc_info: ExcInfo | None) -> Any:
