@@ -1,9 +1,9 @@
 """Limits that hold across an instance: per API key (calls running, calls started in the last minute,
 streams and waits held open) and per instance (keys checked with the gateway per minute).
 
-They are counted in the instance store, so a tenant's eviction does not reset them and every worker
-of the instance sees the same counts (stdio and a single process count in memory). Each refusal
-says which limit it hit and when to try again.
+They are counted in the instance store (what is held, in its shared counts), so a tenant's eviction
+does not reset them and every worker of the instance sees the same counts (stdio and a single
+process count in memory). Each refusal says which limit it hit and when to try again.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from .config import Config
 from .store import MemoryStore, SqliteStore
 
 CALLS, STARTED, HELD, COLD = "calls", "started", "held", "cold"
-PLACE_TTL_S = 86_400.0  # a place not given back (its thread hung) frees itself after a day at most
 BUSY_RETRY_S = 5.0  # what to tell a caller refused for a place that frees when some work ends
 
 
@@ -67,10 +66,9 @@ class Limits:
         if not limit:
             yield
             return
-        place = self.store.take(space, digest, limit, PLACE_TTL_S)
-        if place is None:
+        if not self.store.counts.take(space, digest, limit):
             raise refusal
         try:
             yield
         finally:
-            self.store.give_back(space, digest, place)
+            self.store.counts.give_back(space, digest)

@@ -3,8 +3,9 @@
 A small SQLite database (WAL) in the instance's private runtime directory, file mode 0600, shared
 by its workers; stdio and single-process servers keep the same things in memory. Values are JSON,
 keyed by a space and a key, and expire. Beside them, *places*: at most so many held under one key
-at once (the instance's counters: calls running per API key, calls started in the last minute); a
-place is given back, or expires, or goes with the process that held it. Nothing of users' prompts
+at once, each until it expires or goes with the process that held it (calls started per key in the
+last minute, keys checked per minute); and ``counts``, the places held until given back (calls,
+streams and waits per key), in shared memory (:mod:`colabhive_mcp.counts`). Nothing of users' prompts
 or results goes in: keys are hashes, values are ids and timestamps. A store that cannot be opened or
 fails later is replaced by memory (per-worker behaviour), with one warning.
 """
@@ -19,6 +20,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from .counts import MemoryCounts, SharedCounts, open_counts
 from .logs import log
 
 FILE_NAME = "instance.db"
@@ -36,6 +38,7 @@ class MemoryStore:
         self._entries: dict[tuple[str, str], tuple[Any, float]] = {}
         self._places: dict[tuple[str, str], dict[str, float]] = {}  # place id -> when it expires
         self._lock = threading.Lock()
+        self.counts: MemoryCounts | SharedCounts = MemoryCounts()
 
     def get(self, space: str, key: str) -> Any:
         with self._lock:
@@ -115,6 +118,7 @@ class SqliteStore:
         self._writes = 0
         self._memory: MemoryStore | None = None  # after a failure: this process keeps things itself
         self._connect()
+        self.counts = open_counts(os.path.dirname(path))
 
     def get(self, space: str, key: str) -> Any:
         def read(db: sqlite3.Connection) -> Any:
@@ -190,6 +194,7 @@ class SqliteStore:
             if self._db is not None and self._pid == os.getpid():
                 self._db.close()
             self._db = None
+        self.counts.close()
 
     # -- plumbing ---------------------------------------------------------------------------------
 

@@ -1,0 +1,237 @@
+"""Counts that the processes of one instance share: how many calls, streams and waits a key holds.
+
+Every tool call takes a place under its key and gives it back, so this is on the hot path: no
+database. The counts are rows of a table in a file of the instance's private runtime directory
+(mode 0600) that every worker maps into memory; taking or giving back a place reads and writes a
+few of them under a file lock. A row holds one process's count under one key, and counts only
+while that process lives (its pid, and its start time where ``/proc`` tells it), so the places of a
+worker that dies are free again. stdio and a single process count in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import mmap
+import os
+import struct
+import threading
+from typing import Iterator
+
+from .logs import log
+
+FILE_NAME = "counts.bin"
+ROWS = 65_536  # far more than the threads of any instance: held places never fill the table
+ROW = struct.Struct("<16sIIQ")  # the key's digest, the pid, its count, the process's start time
+HEADER = struct.Struct("<16sII")  # the format's name, the rows, how many rows were ever used
+MAGIC = b"colabhive-counts"
+EMPTY = bytes(16)  # the digest of a row never used: a key's rows end at the first one
+SIZE = ROW.size * (ROWS + 1)  # the header takes the first row's room
+
+
+class MemoryCounts:
+    """The counts of one process."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, space: str, key: str, limit: int) -> bool:
+        """One more place under ``key``, unless ``limit`` are held; whether it was taken."""
+        with self._lock:
+            held = self._counts.get((space, key), 0)
+            if held >= limit:
+                return False
+            self._counts[(space, key)] = held + 1
+            return True
+
+    def give_back(self, space: str, key: str) -> None:
+        with self._lock:
+            held = self._counts.pop((space, key), 0) - 1
+            if held > 0:
+                self._counts[(space, key)] = held
+
+    def close(self) -> None:
+        pass
+
+
+class SharedCounts:
+    """The counts of every process of an instance, in ``path`` (an open-addressed table of rows)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()  # the file lock is the process's: its threads take turns first
+        self._pid = 0
+        self._fd = -1
+        self._table: mmap.mmap | None = None
+        self._start = 0
+        self._open()
+
+    def take(self, space: str, key: str, limit: int) -> bool:
+        """One more place under ``key``, unless ``limit`` are held across the instance; whether it was taken."""
+        digest = _digest(space, key)
+        with self._locked() as table:
+            own, spare, held, others = self._rows_of(table, digest)
+            if held >= limit:
+                held -= self._free_the_dead(table, others)
+                if held >= limit:
+                    return False
+            if own is None:
+                own = self._claim(table, digest, spare)
+                if own is None:  # cannot happen while the table is larger than the threads that hold places
+                    log.bind(path=self.path).warning("counts.full")
+                    return True
+            ROW.pack_into(table, own, digest, self._pid, ROW.unpack_from(table, own)[2] + 1, self._start)
+            return True
+
+    def give_back(self, space: str, key: str) -> None:
+        digest = _digest(space, key)
+        with self._locked() as table:
+            own = self._rows_of(table, digest)[0]
+            if own is not None:
+                ROW.pack_into(table, own, digest, self._pid, max(0, ROW.unpack_from(table, own)[2] - 1), self._start)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._table is not None and self._pid == os.getpid():
+                self._table.close()
+                os.close(self._fd)
+            self._table, self._pid = None, 0
+
+    # -- the table ------------------------------------------------------------------------------
+
+    def _rows_of(self, table: mmap.mmap, digest: bytes) -> tuple[int | None, int | None, int, list[int]]:
+        """The rows of ``digest`` (from its home row to the first never-used row): this process's
+        row, a row free for reuse, the count held by live processes, and the other processes' rows
+        that hold places. A row left by an earlier process with this pid is emptied on the way."""
+        pid, own, spare, held, others = self._pid, None, None, 0, []
+        for offset in _probe(digest):
+            row_digest, row_pid, count, start = ROW.unpack_from(table, offset)
+            if row_digest == EMPTY:
+                return own, offset if spare is None else spare, held, others
+            if count and row_pid == pid and start != self._start:  # a dead process that had our pid
+                ROW.pack_into(table, offset, row_digest, row_pid, 0, start)
+                count = 0
+            if row_digest == digest and row_pid == pid:
+                own = offset
+                held += count
+            elif count == 0:
+                spare = offset if spare is None else spare
+            elif row_digest == digest:
+                held += count
+                others.append(offset)
+        return own, spare, held, others
+
+    def _claim(self, table: mmap.mmap, digest: bytes, offset: int | None) -> int | None:
+        """This process's row for ``digest``, at ``offset`` (a row free for reuse, or the first never
+        used); ``None`` when there is none."""
+        if offset is not None and ROW.unpack_from(table, offset)[0] == EMPTY:
+            if HEADER.unpack_from(table, 0)[2] >= ROWS // 2:  # rows of keys long gone slow every search
+                self._compact(table)
+                offset = self._rows_of(table, digest)[1]
+            if offset is not None:
+                name, rows, used = HEADER.unpack_from(table, 0)
+                HEADER.pack_into(table, 0, name, rows, used + 1)
+        if offset is not None:
+            ROW.pack_into(table, offset, digest, self._pid, 0, self._start)
+        return offset
+
+    def _compact(self, table: mmap.mmap) -> None:
+        held = [row for row in ROW.iter_unpack(table[ROW.size:]) if row[2] and _alive(row[1], row[3])]
+        table[ROW.size:] = bytes(SIZE - ROW.size)
+        for row in held:
+            offset = next(o for o in _probe(row[0]) if ROW.unpack_from(table, o)[0] == EMPTY)
+            ROW.pack_into(table, offset, *row)
+        HEADER.pack_into(table, 0, MAGIC, ROWS, len(held))
+
+    def _free_the_dead(self, table: mmap.mmap, offsets: list[int]) -> int:
+        """Empty the rows of processes that are gone; how many places that freed."""
+        freed = 0
+        for offset in offsets:
+            row_digest, pid, count, start = ROW.unpack_from(table, offset)
+            if not _alive(pid, start):
+                ROW.pack_into(table, offset, row_digest, pid, 0, start)
+                freed += count
+        return freed
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[mmap.mmap]:
+        with self._lock:
+            table = self._open()
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                yield table
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _open(self) -> mmap.mmap:
+        """This process's mapping of the file (a forked worker opens its own: a file lock taken
+        through an inherited descriptor would be its parent's too)."""
+        if self._table is None or self._pid != os.getpid():
+            if self._table is not None:  # the parent's mapping and descriptor, inherited: let them go
+                self._table.close()
+                os.close(self._fd)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if os.fstat(fd).st_size != SIZE:
+                    os.ftruncate(fd, 0)  # another layout, or a file cut short: start afresh
+                    os.ftruncate(fd, SIZE)
+                table = mmap.mmap(fd, SIZE)
+                if HEADER.unpack_from(table, 0)[:2] != (MAGIC, ROWS):
+                    table[:] = bytes(SIZE)
+                    HEADER.pack_into(table, 0, MAGIC, ROWS, 0)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd, self._table, self._pid, self._start = fd, table, os.getpid(), _start_time(os.getpid())
+        return self._table
+
+
+def _digest(space: str, key: str) -> bytes:
+    return hashlib.blake2b(f"{space}\0{key}".encode(), digest_size=16).digest()
+
+
+def _probe(digest: bytes) -> Iterator[int]:
+    """The offsets of the rows a digest may sit in, from its home row on (wrapping round once)."""
+    home = int.from_bytes(digest[:4], "little") % ROWS
+    for index in range(home, home + ROWS):
+        yield ROW.size * (1 + index % ROWS)
+
+
+def _start_time(pid: int) -> int:
+    """When process ``pid`` started (clock ticks since boot); 0 where ``/proc`` cannot tell, or it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return int(stat.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _alive(pid: int, start: int) -> bool:
+    """Whether the process that wrote a row (``pid``, started at ``start``) still runs."""
+    if start:
+        return _start_time(pid) == start  # a reused pid has another start time
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: the pid was reused, so ours is gone
+        return False
+    return True
+
+
+def open_counts(directory: str | None) -> MemoryCounts | SharedCounts:
+    """The instance's counts in ``directory``; without one (stdio, a single process), memory."""
+    if not directory:
+        return MemoryCounts()
+    path = os.path.join(directory, FILE_NAME)
+    try:
+        return SharedCounts(path)
+    except (OSError, ValueError) as exc:
+        log.bind(path=path, error=str(exc)).warning("counts.unavailable")
+        return MemoryCounts()

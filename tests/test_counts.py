@@ -1,0 +1,124 @@
+"""Counts shared by the processes of an instance: the places a key holds, in a mapped file."""
+
+import multiprocessing
+import os
+import stat
+import time
+
+import pytest
+from loguru import logger
+
+from colabhive_mcp import counts
+from colabhive_mcp.counts import MemoryCounts, SharedCounts, open_counts
+
+
+@pytest.fixture(params=["memory", "shared"])
+def table(request, tmp_path):
+    made = MemoryCounts() if request.param == "memory" else SharedCounts(str(tmp_path / counts.FILE_NAME))
+    yield made
+    made.close()
+
+
+def test_a_key_holds_at_most_its_limit_and_places_given_back_are_free(table):
+    assert table.take("calls", "key", 2) and table.take("calls", "key", 2)
+    assert not table.take("calls", "key", 2)  # both held
+    assert table.take("calls", "other key", 2) and table.take("streams", "key", 2)  # keys and spaces count apart
+    table.give_back("calls", "key")
+    assert table.take("calls", "key", 2) and not table.take("calls", "key", 2)
+    for _ in range(3):  # more given back than taken frees nothing more
+        table.give_back("calls", "key")
+    assert table.take("calls", "key", 1) and not table.take("calls", "key", 1)
+
+
+def _hold(path, count, ready):
+    table = SharedCounts(path)
+    for _ in range(count):
+        assert table.take("calls", "key", 3)
+    ready.set()
+    time.sleep(3600)
+
+
+def test_places_are_counted_across_processes_and_a_dead_process_gives_its_places_back(tmp_path):
+    path = str(tmp_path / counts.FILE_NAME)
+    table = SharedCounts(path)  # opened before the fork, as a gunicorn worker inherits it
+    context = multiprocessing.get_context("fork")
+    ready = context.Event()
+    holder = context.Process(target=_hold, args=(path, 2, ready))
+    holder.start()
+    try:
+        assert ready.wait(10)
+        assert table.take("calls", "key", 3)  # the third of three
+        assert not table.take("calls", "key", 3)  # the other process holds two
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    finally:
+        holder.kill()
+        holder.join(10)
+    assert table.take("calls", "key", 3) and table.take("calls", "key", 3)  # its two are free
+    assert not table.take("calls", "key", 3)
+
+
+def _take_and_report(path, results):
+    table = SharedCounts(path)
+    results.put([table.take("calls", "key", 4) for _ in range(3)])
+
+
+def test_processes_taking_at_once_never_hold_more_than_the_limit(tmp_path):
+    path = str(tmp_path / counts.FILE_NAME)
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    takers = [context.Process(target=_take_and_report, args=(path, results)) for _ in range(4)]
+    for taker in takers:
+        taker.start()
+    taken = sum(sum(results.get(timeout=30)) for _ in takers)  # read before they exit: their places go then
+    for taker in takers:
+        taker.join(10)
+    assert taken == 4
+
+
+def test_a_row_left_by_an_earlier_process_with_the_same_pid_counts_for_nothing(tmp_path):
+    table = SharedCounts(str(tmp_path / counts.FILE_NAME))
+    assert table.take("calls", "key", 2) and table.take("calls", "key", 2)
+    table._start += 1  # this pid now belongs to a process started later: the rows are another's
+    assert table.take("calls", "key", 2) and table.take("calls", "key", 2) and not table.take("calls", "key", 2)
+
+
+def test_rows_of_keys_long_gone_are_cleared_and_held_places_survive_it(tmp_path):
+    table = SharedCounts(str(tmp_path / counts.FILE_NAME))
+    for _ in range(3):
+        assert table.take("calls", "busy key", 3)
+
+    def rows_in_use():
+        with table._locked() as mapped:
+            return counts.HEADER.unpack_from(mapped, 0)[2]
+
+    most = index = 0
+    while rows_in_use() >= most:  # key after key, until the table is compacted
+        most = rows_in_use()
+        assert table.take("calls", f"key {index}", 1)
+        table.give_back("calls", f"key {index}")
+        index += 1
+        assert index < counts.ROWS * 2
+    assert most == counts.ROWS // 2 and rows_in_use() < 10  # the held ones, and the latest
+    assert not table.take("calls", "busy key", 3)  # still three held
+    table.give_back("calls", "busy key")
+    assert table.take("calls", "busy key", 3)
+
+
+def test_a_file_of_another_layout_starts_afresh_and_no_directory_means_memory(tmp_path):
+    path = tmp_path / counts.FILE_NAME
+    path.write_bytes(b"something else" * 100)
+    table = open_counts(str(tmp_path))
+    assert isinstance(table, SharedCounts) and path.stat().st_size == counts.SIZE
+    assert table.take("calls", "key", 1) and not table.take("calls", "key", 1)
+    assert isinstance(open_counts(None), MemoryCounts)  # stdio: one process
+
+
+def test_counts_that_cannot_be_opened_are_kept_in_memory_with_a_warning(tmp_path):
+    seen = []
+    handler = logger.add(lambda message: seen.append(message.record["message"]), level="WARNING")
+    try:
+        table = open_counts(str(tmp_path / "no" / "such" / "dir"))
+    finally:
+        logger.remove(handler)
+    assert isinstance(table, MemoryCounts) and seen == ["counts.unavailable"]
+    assert table.take("calls", "key", 1) and not table.take("calls", "key", 1)
