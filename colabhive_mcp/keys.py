@@ -7,6 +7,7 @@ tenant pool and the instance store are keyed by. The key itself is never printed
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field
 
@@ -20,8 +21,13 @@ class ApiKey:
 
     @classmethod
     def of(cls, secret: str) -> ApiKey:
-        digest = hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
-        return cls(secret, digest[:12], digest[:32], digest)
+        return _derived(secret)
+
+
+@functools.lru_cache(maxsize=1024)  # the keys of recent requests, as the tenant pool holds them
+def _derived(secret: str) -> ApiKey:
+    digest = hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+    return ApiKey(secret, digest[:12], digest[:32], digest)
 
 
 class KeyRejected(Exception):

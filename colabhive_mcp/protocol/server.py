@@ -13,7 +13,7 @@ handshake of 2024-11-05 … 2025-11-25, scoped to the session.
 
 from __future__ import annotations
 
-import secrets
+import random
 from typing import Any, Callable, Mapping
 
 from .. import metrics, profiles, tracing
@@ -85,10 +85,10 @@ class Server:
         if self.config.log_frames:
             notify = _logging_frames(notify)
             log.bind(direction="in", frame=_frame(message)).info("mcp.frame")
-        carried = tracing.carried(jsonrpc.meta_of(message)) or tracing.carried(trace or {})
+        carried = tracing.carried(jsonrpc.meta_of(message)) or tracing.carried(trace if trace is not None else {})
         fields = {"trace_id": tracing.trace_id(carried)} if carried else {}
         try:  # every record of this request carries its id, the key's hash and the caller's trace
-            with logs.context(request_id=secrets.token_hex(6), tenant=tenant.key_id, **fields), \
+            with logs.context(request_id=f"{random.getrandbits(48):012x}", tenant=tenant.key_id, **fields), \
                     tracing.span(*_span_of(message, session), carried) as span:
                 response = self._respond(message, tenant, session, notify, cancelled, narrow)
                 _settle(span, response)

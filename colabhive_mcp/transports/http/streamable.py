@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
-import secrets
+import random
 import socket
 import threading
 from dataclasses import dataclass
@@ -100,7 +100,7 @@ class Streamable:
             return Response(status=202)
         if message.get("method") == "subscriptions/listen" and SSE not in wanted:
             raise HttpError(406, jsonrpc.INVALID_REQUEST, f"subscriptions/listen answers with {SSE}: Accept it")
-        session = Session(id="modern:" + secrets.token_urlsafe(8), transport="streamable-http")
+        session = Session(id=f"modern:{random.getrandbits(64):016x}", transport="streamable-http")  # this process's own
         return self._answer(message, caller, session, request, MODERN_STATUS_BY_CODE,
                             stream=_wants_stream(message, wanted))
 
