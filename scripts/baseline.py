@@ -1,4 +1,5 @@
-"""The older package ``bench.py --baseline PYTHON`` measures in the same run, on the same gateway.
+"""What ``bench.py`` measures beside this project's server, in the same run, on the same gateway: the
+stack's floor (:class:`FloorServer`, always), and an older release (``--baseline PYTHON``).
 
 PYTHON is an interpreter with that release installed, e.g. for 0.3.4 (its HTTP server needs the
 ``http`` extra)::
@@ -16,13 +17,16 @@ itself), and it invokes actions at ``/internal/mcp/actions/{slug}:invoke``. The 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import sys
 import tempfile
 import time
 from typing import Any, Callable
 
 import requests
 
+from colabhive_mcp.config import Config
 from colabhive_mcp.sandbox import API_PREFIX, create_app
 
 OLD_INVOKE = API_PREFIX + "/internal/mcp/actions/"  # the route 0.3.4 invokes at
@@ -62,9 +66,24 @@ def stdio_command(python: str, gateway_root: str) -> tuple[list[str], dict[str, 
             _environment(), tempfile.gettempdir())
 
 
-class BaselineServer:
-    """The older package's HTTP server (its ``serve`` command, at its defaults) on a free port:
-    ``url`` is its JSON-RPC endpoint, ``process`` its process."""
+class ServerProcess:
+    """A server that ``bench.py`` runs beside this project's: ``url`` is its JSON-RPC endpoint,
+    ``process`` its process."""
+
+    url: str
+    process: subprocess.Popen
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+
+class BaselineServer(ServerProcess):
+    """The older package's HTTP server (its ``serve`` command, at its defaults) on a free port."""
 
     def __init__(self, python: str, gateway_root: str, port: int) -> None:
         self.url = f"http://127.0.0.1:{port}/mcp"
@@ -82,10 +101,24 @@ class BaselineServer:
         self.stop()
         raise RuntimeError(f"the baseline server did not start: {python}")
 
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
+
+class FloorServer(ServerProcess):
+    """``floor_app.py`` under gunicorn on ``port``, with the project's default workers and threads."""
+
+    def __init__(self, gateway_url: str, port: int) -> None:
+        defaults = Config()
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "--worker-class", "gthread", "--workers", str(defaults.http_workers),
+             "--threads", str(defaults.http_threads), "--worker-connections", str(2 * defaults.http_threads),
+             "--keep-alive", "75", "--bind", f"127.0.0.1:{port}", "--chdir", os.path.dirname(__file__), "floor_app:app"],
+            env={**os.environ, "FLOOR_GATEWAY": gateway_url}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("the floor server did not start")

@@ -16,7 +16,9 @@ Figures, not tests: they depend on the machine. The JSON records the settings th
 with and the machine; ``--table`` renders the README's performance table from it, and a figure
 measured with non-default settings says so there. ``--baseline PYTHON`` also measures the release
 of colabhive-mcp that PYTHON has installed (``baseline.py`` says how to install 0.3.4), against
-the same gateway in the same run: its figures get a column of their own.
+the same gateway in the same run: its figures get a column of their own. The throughput is also
+measured for the stack's floor (``floor_app.py``: a minimal app on the same gunicorn settings that
+forwards the call with ``requests``), so the table shows what the project's own work costs.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from colabhive_mcp.tenant import Tenant  # noqa: E402
 from tests.http_server import HttpServer, free_port  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from baseline import BaselineServer, version  # noqa: E402
+from baseline import BaselineServer, FloorServer, version  # noqa: E402
 from baseline import stdio_command as baseline_stdio  # noqa: E402
 from bench_report import render_comparison, render_table  # noqa: E402
 
@@ -424,6 +426,8 @@ def main() -> int:
                 results[name] = benches[name]()
         finally:
             server.stop()
+        if "throughput_8_clients" in chosen:
+            results["floor"] = measure_floor(sandbox, repeat, args.quick)
         if args.baseline:
             results["baseline"] = measure_baseline(args.baseline, sandbox, chosen, n, repeat, args.quick)
     print_table(results)
@@ -451,6 +455,16 @@ def measure_baseline(python: str, sandbox: Sandbox, chosen: list[str], n: int, r
     finally:
         server.stop()
     return measured
+
+
+def measure_floor(sandbox: Sandbox, repeat: int, quick: bool) -> dict[str, Any]:
+    """The throughput of the stack's floor (``floor_app.py``): what the server's CPU per call is above."""
+    server = FloorServer(sandbox.url, free_port())
+    try:
+        return {"throughput_8_clients": median_run(
+            [bench_throughput(sandbox, server, 8, 2 if quick else 15) for _ in range(repeat)], "ratio")}
+    finally:
+        server.stop()
 
 
 def print_table(results: dict[str, Any]) -> None:

@@ -19,6 +19,8 @@ HEADLINES = {  # figure -> (label, how to read it from a results file, unit)
     "throughput_8_clients": ("throughput vs direct, 8 clients", lambda r: r["ratio"] * 100, "%"),
     "throughput_8_clients_cpu": ("server CPU per call, 8 clients", lambda r: r["server"]["cpu_us_per_call"]["server"] / 1000,
                                  "ms"),
+    "floor_cpu": ("the stack's floor: server CPU per call, 8 clients",
+                  lambda r: r["throughput_8_clients"]["server"]["cpu_us_per_call"]["server"] / 1000, "ms"),
     "tools_list_warm": ("warm tools/list, p50", lambda r: r["server_ms"]["p50"], "ms"),
     "tenancy": ("RSS added by the tenants", lambda r: r["rss_added_mb"], "MB"),
     "long_polls": ("peak RSS, concurrent long calls", lambda r: r["peak_rss_mb"], "MB"),
@@ -73,6 +75,12 @@ def render_table(results: dict[str, Any], source: str) -> str:
                      f"{server['calls_per_s']:g} vs {direct['calls_per_s']:g} calls/s: {t['ratio'] * 100:.0f} % "
                      f"({spread([round(r * 100) for r in t['ratio_runs']], ' %')}); server CPU "
                      f"{server['cpu_us_per_call']['server'] / 1000:.2f} ms/call", "1.4 ms CPU"))
+    if figure("floor") and figure("throughput_8_clients"):
+        floor = results["floor"]["throughput_8_clients"]["server"]
+        own = results["throughput_8_clients"]["server"]["cpu_us_per_call"]["server"] - floor["cpu_us_per_call"]["server"]
+        rows.append(("the stack's floor: a minimal app forwarding the call (``floor_app.py``), 8 clients",
+                     f"{floor['calls_per_s']:g} calls/s; server CPU {floor['cpu_us_per_call']['server'] / 1000:.2f} "
+                     f"ms/call, so the project's own work costs {own / 1000:.2f} ms/call", ""))
     if figure("long_polls"):
         p = results["long_polls"]
         setting = f"{threads} threads per worker" + ("" if threads == default_threads else

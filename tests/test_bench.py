@@ -17,6 +17,7 @@ def test_the_benchmarks_run(tmp_path):
     assert figures["cold_tools_list_100_threads"]["manifest_gets"] == 1  # behaviour, not speed
     assert figures["long_polls"]["succeeded"] == figures["long_polls"]["calls"]
     assert figures["throughput_8_clients"]["server"]["errors"] == 0
+    assert figures["floor"]["throughput_8_clients"]["server"]["errors"] == 0  # the stack's floor answers too
     assert figures["tools_list_warm"]["tools"] > 300
 
 
