@@ -138,7 +138,7 @@ class SharedCounts:
         return offset
 
     def _compact(self, table: mmap.mmap) -> None:
-        held = [row for row in ROW.iter_unpack(table[ROW.size:]) if row[2] and _alive(row[1], row[3])]
+        held = [row for row in ROW.iter_unpack(table[ROW.size:]) if row[2] and alive(row[1], row[3])]
         table[ROW.size:] = bytes(SIZE - ROW.size)
         for row in held:
             offset = next(o for o in _probe(row[0]) if ROW.unpack_from(table, o)[0] == EMPTY)
@@ -150,7 +150,7 @@ class SharedCounts:
         freed = 0
         for offset in offsets:
             row_digest, pid, count, start = ROW.unpack_from(table, offset)
-            if not _alive(pid, start):
+            if not alive(pid, start):
                 ROW.pack_into(table, offset, row_digest, pid, 0, start)
                 freed += count
         return freed
@@ -212,8 +212,8 @@ def _start_time(pid: int) -> int:
         return 0
 
 
-def _alive(pid: int, start: int) -> bool:
-    """Whether the process that wrote a row (``pid``, started at ``start``) still runs."""
+def alive(pid: int, start: int = 0) -> bool:
+    """Whether process ``pid`` of this instance (started at ``start``, when known) still runs."""
     if start:
         return _start_time(pid) == start  # a reused pid has another start time
     try:

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from .counts import MemoryCounts, SharedCounts, open_counts
+from .counts import MemoryCounts, SharedCounts, alive, open_counts
 from .logs import log
 
 FILE_NAME = "instance.db"
@@ -163,7 +163,7 @@ class SqliteStore:
             holders = dict(db.execute("SELECT pid, COUNT(*) FROM places WHERE space = ? AND key = ? GROUP BY pid",
                                       (space, key)).fetchall())
             if sum(holders.values()) >= limit:
-                dead = [pid for pid in holders if not _alive(pid)]
+                dead = [pid for pid in holders if not alive(pid)]
                 db.executemany("DELETE FROM places WHERE space = ? AND key = ? AND pid = ?",
                                [(space, key, pid) for pid in dead])
                 if sum(holders.values()) - sum(holders[pid] for pid in dead) >= limit:
@@ -265,19 +265,6 @@ class SqliteStore:
                     self._memory = MemoryStore(self.max_entries, self.clock)
             memory = self._memory
         return instead(memory)
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` (of this instance, on this machine) still runs."""
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: the pid was reused, so ours is gone
-        return False
-    return True
 
 
 def open_store(directory: str | None, max_entries: int = 100_000) -> MemoryStore | SqliteStore:

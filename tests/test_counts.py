@@ -11,6 +11,8 @@ from loguru import logger
 from colabhive_mcp import counts
 from colabhive_mcp.counts import MemoryCounts, SharedCounts, open_counts
 
+from .forked import holding
+
 
 @pytest.fixture(params=["memory", "shared"])
 def table(request, tmp_path):
@@ -41,18 +43,10 @@ def _hold(path, count, ready):
 def test_places_are_counted_across_processes_and_a_dead_process_gives_its_places_back(tmp_path):
     path = str(tmp_path / counts.FILE_NAME)
     table = SharedCounts(path)  # opened before the fork, as a gunicorn worker inherits it
-    context = multiprocessing.get_context("fork")
-    ready = context.Event()
-    holder = context.Process(target=_hold, args=(path, 2, ready))
-    holder.start()
-    try:
-        assert ready.wait(10)
+    with holding(_hold, path, 2):
         assert table.take("calls", "key", 3)  # the third of three
         assert not table.take("calls", "key", 3)  # the other process holds two
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    finally:
-        holder.kill()
-        holder.join(10)
     assert table.take("calls", "key", 3) and table.take("calls", "key", 3)  # its two are free
     assert not table.take("calls", "key", 3)
 

@@ -10,6 +10,8 @@ from loguru import logger
 
 from colabhive_mcp.store import MemoryStore, SqliteStore, open_store
 
+from .forked import holding
+
 
 @pytest.fixture(params=["memory", "sqlite"])
 def store(request, tmp_path):
@@ -112,17 +114,9 @@ def _hold(path, count, ready):
 
 def test_places_are_counted_across_processes_and_a_dead_process_gives_its_places_back(tmp_path):
     path = str(tmp_path / "instance.db")
-    context = multiprocessing.get_context("fork")
-    ready = context.Event()
-    holder = context.Process(target=_hold, args=(path, 2, ready))
-    holder.start()
-    try:
-        assert ready.wait(10)
+    with holding(_hold, path, 2):
         store = SqliteStore(path)
         assert store.take("calls", "key", 3, ttl=60)  # the third of three
         assert store.take("calls", "key", 3, ttl=60) is None  # the other process holds two
-    finally:
-        holder.kill()
-        holder.join(10)
     assert store.take("calls", "key", 3, ttl=60) and store.take("calls", "key", 3, ttl=60)  # its two are free
     assert store.take("calls", "key", 3, ttl=60) is None
