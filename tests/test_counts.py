@@ -51,21 +51,25 @@ def test_places_are_counted_across_processes_and_a_dead_process_gives_its_places
     assert not table.take("calls", "key", 3)
 
 
-def _take_and_report(path, results):
+def _take_and_hold(path, results, done):
     table = SharedCounts(path)
     results.put([table.take("calls", "key", 4) for _ in range(3)])
+    done.wait(30)  # every taker holds what it took until all have reported
 
 
 def test_processes_taking_at_once_never_hold_more_than_the_limit(tmp_path):
     path = str(tmp_path / counts.FILE_NAME)
     context = multiprocessing.get_context("fork")
-    results = context.Queue()
-    takers = [context.Process(target=_take_and_report, args=(path, results)) for _ in range(4)]
+    results, done = context.Queue(), context.Event()
+    takers = [context.Process(target=_take_and_hold, args=(path, results, done)) for _ in range(4)]
     for taker in takers:
         taker.start()
-    taken = sum(sum(results.get(timeout=30)) for _ in takers)  # read before they exit: their places go then
-    for taker in takers:
-        taker.join(10)
+    try:
+        taken = sum(sum(results.get(timeout=30)) for _ in takers)
+    finally:
+        done.set()
+        for taker in takers:
+            taker.join(10)
     assert taken == 4
 
 
