@@ -204,10 +204,12 @@ def _probe(digest: bytes) -> Iterator[int]:
 
 
 def _start_time(pid: int) -> int:
-    """When process ``pid`` started (clock ticks since boot); 0 where ``/proc`` cannot tell, or it is gone."""
+    """When process ``pid`` started (clock ticks since boot); 0 where ``/proc`` cannot tell, when
+    it is gone, or when it has exited and waits to be reaped (a zombie holds nothing)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[19])
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return 0 if fields[0] == b"Z" else int(fields[19])
     except (OSError, ValueError, IndexError):
         return 0
 

@@ -73,6 +73,26 @@ def test_processes_taking_at_once_never_hold_more_than_the_limit(tmp_path):
     assert taken == 4
 
 
+def _take_and_exit(path, ready):
+    assert SharedCounts(path).take("calls", "key", 2)
+    ready.set()
+
+
+def test_a_process_that_exited_holds_nothing_even_before_it_is_reaped(tmp_path):
+    path = str(tmp_path / counts.FILE_NAME)
+    table = SharedCounts(path)
+    context = multiprocessing.get_context("fork")
+    ready = context.Event()
+    taker = context.Process(target=_take_and_exit, args=(path, ready))
+    taker.start()
+    assert ready.wait(10)
+    deadline = time.monotonic() + 10
+    while b") Z " not in open(f"/proc/{taker.pid}/stat", "rb").read() and time.monotonic() < deadline:
+        time.sleep(0.01)  # exited, not yet reaped: a zombie
+    assert table.take("calls", "key", 2) and table.take("calls", "key", 2)
+    taker.join(10)
+
+
 def test_a_row_left_by_an_earlier_process_with_the_same_pid_counts_for_nothing(tmp_path):
     table = SharedCounts(str(tmp_path / counts.FILE_NAME))
     assert table.take("calls", "key", 2) and table.take("calls", "key", 2)
