@@ -82,15 +82,14 @@ class SharedCounts:
                 if own is None:  # cannot happen while the table is larger than the threads that hold places
                     log.bind(path=self.path).warning("counts.full")
                     return True
-            ROW.pack_into(table, own, digest, self._pid, ROW.unpack_from(table, own)[2] + 1, self._start)
+            self._add(table, own, 1)
             return True
 
     def give_back(self, space: str, key: str) -> None:
-        digest = _digest(space, key)
         with self._locked() as table:
-            own = self._rows_of(table, digest)[0]
+            own = self._rows_of(table, _digest(space, key))[0]
             if own is not None:
-                ROW.pack_into(table, own, digest, self._pid, max(0, ROW.unpack_from(table, own)[2] - 1), self._start)
+                self._add(table, own, -1)
 
     def close(self) -> None:
         with self._lock:
@@ -103,17 +102,14 @@ class SharedCounts:
 
     def _rows_of(self, table: mmap.mmap, digest: bytes) -> tuple[int | None, int | None, int, list[int]]:
         """The rows of ``digest`` (from its home row to the first never-used row): this process's
-        row, a row free for reuse, the count held by live processes, and the other processes' rows
-        that hold places. A row left by an earlier process with this pid is emptied on the way."""
-        pid, own, spare, held, others = self._pid, None, None, 0, []
+        row, a row free for reuse, the count held under ``digest``, and the other processes' rows
+        that hold places (an earlier process with this pid is one of them: its start time differs)."""
+        own, spare, held, others = None, None, 0, []
         for offset in _probe(digest):
-            row_digest, row_pid, count, start = ROW.unpack_from(table, offset)
+            row_digest, pid, count, start = ROW.unpack_from(table, offset)
             if row_digest == EMPTY:
                 return own, offset if spare is None else spare, held, others
-            if count and row_pid == pid and start != self._start:  # a dead process that had our pid
-                ROW.pack_into(table, offset, row_digest, row_pid, 0, start)
-                count = 0
-            if row_digest == digest and row_pid == pid:
+            if row_digest == digest and pid == self._pid and start == self._start:
                 own = offset
                 held += count
             elif count == 0:
@@ -129,13 +125,18 @@ class SharedCounts:
         if offset is not None and ROW.unpack_from(table, offset)[0] == EMPTY:
             if HEADER.unpack_from(table, 0)[2] >= ROWS // 2:  # rows of keys long gone slow every search
                 self._compact(table)
-                offset = self._rows_of(table, digest)[1]
+                offset = self._rows_of(table, digest)[1]  # now the first never-used row, if any
             if offset is not None:
                 name, rows, used = HEADER.unpack_from(table, 0)
                 HEADER.pack_into(table, 0, name, rows, used + 1)
         if offset is not None:
             ROW.pack_into(table, offset, digest, self._pid, 0, self._start)
         return offset
+
+    def _add(self, table: mmap.mmap, offset: int, change: int) -> None:
+        """Change the count in this process's row at ``offset`` (never below nothing)."""
+        digest, pid, count, start = ROW.unpack_from(table, offset)
+        ROW.pack_into(table, offset, digest, pid, max(0, count + change), start)
 
     def _compact(self, table: mmap.mmap) -> None:
         held = [row for row in ROW.iter_unpack(table[ROW.size:]) if row[2] and alive(row[1], row[3])]

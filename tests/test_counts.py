@@ -95,8 +95,9 @@ def test_a_process_that_exited_holds_nothing_even_before_it_is_reaped(tmp_path):
 
 def test_a_row_left_by_an_earlier_process_with_the_same_pid_counts_for_nothing(tmp_path):
     table = SharedCounts(str(tmp_path / counts.FILE_NAME))
+    table._start -= 1  # an earlier process with this pid (it started before this one) takes two
     assert table.take("calls", "key", 2) and table.take("calls", "key", 2)
-    table._start += 1  # this pid now belongs to a process started later: the rows are another's
+    table._start += 1  # this process, its real start time: those rows are another's, and it is gone
     assert table.take("calls", "key", 2) and table.take("calls", "key", 2) and not table.take("calls", "key", 2)
 
 
