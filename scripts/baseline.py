@@ -28,6 +28,7 @@ import requests
 
 from colabhive_mcp.config import Config
 from colabhive_mcp.sandbox import API_PREFIX, create_app
+from colabhive_mcp.transports.http.hosting import gunicorn_settings
 
 OLD_INVOKE = API_PREFIX + "/internal/mcp/actions/"  # the route 0.3.4 invokes at
 INVOKE = API_PREFIX + "/actions/"
@@ -106,12 +107,13 @@ class FloorServer(ServerProcess):
     """``floor_app.py`` under gunicorn on ``port``, with the project's default workers and threads."""
 
     def __init__(self, gateway_url: str, port: int) -> None:
-        defaults = Config()
+        settings = gunicorn_settings(Config())  # the project's own, for the settings that cost CPU per call
         self.url = f"http://127.0.0.1:{port}/mcp"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "--worker-class", "gthread", "--workers", str(defaults.http_workers),
-             "--threads", str(defaults.http_threads), "--worker-connections", str(2 * defaults.http_threads),
-             "--keep-alive", "75", "--bind", f"127.0.0.1:{port}", "--chdir", os.path.dirname(__file__), "floor_app:app"],
+            [sys.executable, "-m", "gunicorn", "--worker-class", settings["worker_class"],
+             "--workers", str(settings["workers"]), "--threads", str(settings["threads"]),
+             "--worker-connections", str(settings["worker_connections"]), "--keep-alive", str(settings["keepalive"]),
+             "--bind", f"127.0.0.1:{port}", "--chdir", os.path.dirname(__file__), "floor_app:app"],
             env={**os.environ, "FLOOR_GATEWAY": gateway_url}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

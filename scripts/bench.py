@@ -35,7 +35,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
 import requests
 
@@ -52,9 +52,11 @@ from colabhive_mcp.tenant import Tenant  # noqa: E402
 from tests.http_server import HttpServer, free_port  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from baseline import BaselineServer, FloorServer, version  # noqa: E402
+from baseline import BaselineServer, FloorServer, ServerProcess, version  # noqa: E402
 from baseline import stdio_command as baseline_stdio  # noqa: E402
 from bench_report import render_comparison, render_table  # noqa: E402
+
+Served = Union[HttpServer, ServerProcess]  # a server measured: its ``url`` and its ``process``
 
 BIG_TOOLS = 300
 MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -167,7 +169,7 @@ def modern_call(session: requests.Session, url: str) -> None:
     response.raise_for_status()
 
 
-def bench_overhead_http(sandbox: Sandbox, server: HttpServer, count: int) -> dict[str, Any]:
+def bench_overhead_http(sandbox: Sandbox, server: Served, count: int) -> dict[str, Any]:
     through_session, direct = requests.Session(), requests.Session()
     direct.headers["X-API-Key"] = DEMO_KEY
     modern_call(through_session, server.url)
@@ -201,7 +203,7 @@ def bench_tools_list(sandbox: Sandbox, count: int) -> dict[str, Any]:
             "server_cpu_ms_per_call": round((time.process_time() - cpu) / count * 1000, 3)}
 
 
-def bench_throughput(sandbox: Sandbox, server: HttpServer, clients: int, seconds: float) -> dict[str, Any]:
+def bench_throughput(sandbox: Sandbox, server: Served, clients: int, seconds: float) -> dict[str, Any]:
     """Calls/s of ``clients`` threads for ``seconds``, through the server and direct; and the CPU
     each call costs the clients, the server and the gateway (what bounds the ratio on 2 cores)."""
     def drive(call: Callable[[requests.Session], None]) -> dict[str, Any]:
@@ -238,6 +240,11 @@ def bench_throughput(sandbox: Sandbox, server: HttpServer, clients: int, seconds
     straight = drive(lambda s: direct_invoke(s, sandbox.url))
     return {"server": through, "direct": straight,
             "ratio": round(through["calls_per_s"] / max(straight["calls_per_s"], 0.1), 2)}
+
+
+def throughput_runs(sandbox: Sandbox, server: Served, repeat: int, quick: bool) -> dict[str, Any]:
+    """:func:`bench_throughput` of 8 clients, ``repeat`` times: the median run, with every run's ratio."""
+    return median_run([bench_throughput(sandbox, server, 8, 2 if quick else 15) for _ in range(repeat)], "ratio")
 
 
 def family(pid: int) -> list[int]:
@@ -413,8 +420,7 @@ def main() -> int:
             "tenancy": lambda: bench_tenancy(sandbox, 8 if args.quick else 64),
             "overhead_http": lambda: median_run([bench_overhead_http(sandbox, server, n) for _ in range(repeat)],
                                                 "added_p50_ms"),
-            "throughput_8_clients": lambda: median_run(
-                [bench_throughput(sandbox, server, 8, 2 if args.quick else 15) for _ in range(repeat)], "ratio"),
+            "throughput_8_clients": lambda: throughput_runs(sandbox, server, repeat, args.quick),
             "long_polls": lambda: bench_long_polls(sandbox, server, 20 if args.quick else 500, 2 if args.quick else 10),
         }
         chosen = args.only.split(",") if args.only else list(benches)
@@ -450,8 +456,7 @@ def measure_baseline(python: str, sandbox: Sandbox, chosen: list[str], n: int, r
             measured["overhead_http"] = median_run([bench_overhead_http(sandbox, server, n) for _ in range(repeat)],
                                                    "added_p50_ms")
         if "throughput_8_clients" in chosen:
-            measured["throughput_8_clients"] = median_run(
-                [bench_throughput(sandbox, server, 8, 2 if quick else 15) for _ in range(repeat)], "ratio")
+            measured["throughput_8_clients"] = throughput_runs(sandbox, server, repeat, quick)
     finally:
         server.stop()
     return measured
@@ -461,8 +466,7 @@ def measure_floor(sandbox: Sandbox, repeat: int, quick: bool) -> dict[str, Any]:
     """The throughput of the stack's floor (``floor_app.py``): what the server's CPU per call is above."""
     server = FloorServer(sandbox.url, free_port())
     try:
-        return {"throughput_8_clients": median_run(
-            [bench_throughput(sandbox, server, 8, 2 if quick else 15) for _ in range(repeat)], "ratio")}
+        return {"throughput_8_clients": throughput_runs(sandbox, server, repeat, quick)}
     finally:
         server.stop()
 

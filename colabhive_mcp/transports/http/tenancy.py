@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-
 from ...config import Config
 from ...keys import ApiKey, KeyRejected
 from ...instance import Instance
