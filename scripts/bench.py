@@ -348,7 +348,7 @@ def bench_tenancy(sandbox: Sandbox, tenants: int) -> dict[str, Any]:
         "import resource, sys, time\n"
         "from colabhive_mcp.config import Config\nfrom colabhive_mcp.tenant import Tenant\n"
         "def rss():\n    return int(open('/proc/self/status').read().split('VmRSS:')[1].split()[0]) / 1024\n"
-        "from colabhive_mcp import logs\nlogs.load()\n"  # loguru in the base: the tenants' records would load it
+        "import os\nfrom colabhive_mcp import logs\nlogs.configure('error', 'json', open(os.devnull, 'w'))\n"
         "base = rss()\n"
         f"config = Config(api_url='http://127.0.0.1:9', manifest_snapshot='{snapshot}', log_level='error')\n"
         "started = time.perf_counter()\n"

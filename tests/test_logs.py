@@ -78,16 +78,36 @@ def test_exceptions_are_logged_without_secrets():
     assert record["trace"] and result.stdout == ""
 
 
-def test_deferred_records_wait_for_loguru_keep_their_time_and_order_and_are_written_by_the_exit():
-    code = ("import sys, time\nfrom colabhive_mcp import logs\nlogs.configure('info', 'json', defer=True)\n"
-            "logs.log.bind(n=1).info('first')\ntime.sleep(0.3)\n"
-            "print('loaded after info:', 'loguru' in sys.modules)\n"
-            "logs.log.bind(n=2).warning('second')\n"  # a warning does not wait
-            "print('loaded after warning:', 'loguru' in sys.modules)\n"
-            "logs.configure('info', 'json', defer=True)\nlogs.log.bind(n=3).info('third')\n")  # written at exit
+def test_json_records_are_written_at_once_in_order_and_without_loguru():
+    code = ("import sys, time\nfrom colabhive_mcp import logs\nlogs.configure('info', 'json')\n"
+            "logs.log.bind(n=1).info('first')\ntime.sleep(0.3)\nlogs.log.bind(n=0).debug('below the level')\n"
+            "logs.log.bind(n=2).warning('second')\nprint('loguru loaded:', 'loguru' in sys.modules)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
-    assert result.stdout.split("\n")[:2] == ["loaded after info: False", "loaded after warning: True"]
+    assert result.stdout == "loguru loaded: False\n"  # stdio answers its handshake without it
     records = [json.loads(line) for line in result.stderr.splitlines()]
-    assert [(r["event"], r["n"]) for r in records] == [("first", 1), ("second", 2), ("third", 3)]
+    assert [(r["event"], r["level"], r["n"]) for r in records] == [("first", "info", 1), ("second", "warning", 2)]
     gap = datetime.datetime.fromisoformat(records[1]["ts"]) - datetime.datetime.fromisoformat(records[0]["ts"])
-    assert gap.total_seconds() >= 0.25  # the first record has the time it was written, not loaded
+    assert gap.total_seconds() >= 0.25 and records[0]["pid"] > 0
+
+
+def test_text_records_are_readable_and_redacted_too():
+    code = ("from colabhive_mcp import logs\nlogs.configure('info', 'text')\n"
+            f"logs.log.bind(key='{PLANTED}', n=7).warning('text.event')\n"
+            f"try:\n    raise RuntimeError('token {PLANTED}')\nexcept RuntimeError:\n"
+            "    logs.log.exception('boom')\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    first, second = result.stderr.splitlines()
+    assert "WARNING text.event" in first and "key=hive_…redacted" in first and "n=7" in first
+    assert "ERROR   boom" in second and "exc=RuntimeError: token hive_…redacted" in second
+    assert PLANTED not in result.stderr
+
+
+def test_secrets_are_redacted_however_json_escapes_them_and_whatever_holds_them():
+    code = ("import pathlib\nfrom colabhive_mcp import logs\nlogs.configure('info', 'json')\n"
+            f"logs.log.bind(tab='Bearer\\t{PLANTED[5:]}', line='BEARER\\n{PLANTED[5:]}', nested=[{{'k': '{PLANTED}'}}],\n"
+            f"             path=pathlib.Path('/tmp/{PLANTED}'), plain='nothing secret').info('escaped')\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    record = json.loads(result.stderr)
+    assert record["tab"] == record["line"] == "Bearer …redacted" and record["nested"] == [{"k": "hive_…redacted"}]
+    assert record["path"] == "/tmp/hive_…redacted" and record["plain"] == "nothing secret"
+    assert PLANTED[5:] not in result.stderr

@@ -142,13 +142,13 @@ def resolve(args: argparse.Namespace) -> Resolved:
 
 
 @contextlib.contextmanager
-def gateway_config(args: argparse.Namespace, *, demo_key: bool, defer_logs: bool = False) -> Iterator[Config]:
+def gateway_config(args: argparse.Namespace, *, demo_key: bool) -> Iterator[Config]:
     """The configuration to serve with; with ``--sandbox``, pointed at an in-process sandbox
-    (and, when ``demo_key``, using its first demo key). ``defer_logs``: see :func:`logs.configure`."""
+    (and, when ``demo_key``, using its first demo key)."""
     resolved = resolve(args)
     config = resolved.config
     try:
-        logs.configure(config.log_level, config.log_format, file=config.log_file, defer=defer_logs)
+        logs.configure(config.log_level, config.log_format, file=config.log_file)
     except OSError as exc:
         raise ConfigError(f"log_file {config.log_file!r}: {exc.strerror}") from None
     if not args.sandbox:
@@ -166,7 +166,7 @@ def run_stdio(args: argparse.Namespace) -> int:
     from ..tenant import Tenant
     from ..transports import stdio
 
-    with gateway_config(args, demo_key=True, defer_logs=True) as config:
+    with gateway_config(args, demo_key=True) as config:
         if not config.api_key:
             raise ConfigError("no API key: set COLABHIVE_API_KEY (or pass --sandbox to try the sandbox gateway)")
         tenant = Tenant(config, config.api_key)

@@ -18,7 +18,6 @@ from typing import Any, BinaryIO
 
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import JsonRpcError
-from .. import logs
 from ..logs import log
 from ..keys import KeyRejected
 from ..protocol import Server, Session, key_rejected
@@ -65,12 +64,11 @@ class StdioTransport:
             self._stopped.set()
 
     def _watch_manifest(self) -> None:
-        """Shortly after start, load logging and fetch the tool list (a rejected key is said on
-        stderr at once, and the first tools/list is warm); then tell a handshake-era client when
-        its tool list changed (2026 clients use listen)."""
+        """Shortly after start, fetch the tool list (a rejected key is said on stderr at once, and
+        the first tools/list is warm); then tell a handshake-era client when its tool list changed
+        (2026 clients use listen)."""
         if self._stopped.wait(PREFETCH_AFTER_S):
             return
-        logs.load()
         try:
             self.tenant.verify()
         except KeyRejected as exc:
