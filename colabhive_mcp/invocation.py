@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -76,8 +75,7 @@ def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: th
     on_update = follow_options.get("on_update")
     if on_update is not None:
         on_update({"status": "submitted", "action_slug": slug})
-    invocation = gateway.invoke(slug, arguments, sync=on_update is None, sync_timeout_s=sync_timeout_s,
-                                idempotency_key=str(uuid.uuid4()))
+    invocation = gateway.invoke(slug, arguments, sync=on_update is None, sync_timeout_s=sync_timeout_s)
     if started is not None and not is_terminal(invocation):
         started(invocation)
     return follow(gateway, invocation, cancelled=cancelled, **follow_options)

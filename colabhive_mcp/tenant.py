@@ -8,7 +8,6 @@ gateway or its manifest: it starts, follows and stops work, revalidates and watc
 from __future__ import annotations
 
 import threading
-import uuid
 from typing import Any, Callable
 
 from . import results, metrics
@@ -109,7 +108,7 @@ class Tenant:
     def start(self, tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
         """Start the tool's work without waiting for it; the invocation. Raises :class:`Unreachable`."""
         try:
-            return self.gateway.invoke(tool.slug, arguments, sync=False, idempotency_key=str(uuid.uuid4()))
+            return self.gateway.invoke(tool.slug, arguments, sync=False)
         except GatewayError as exc:
             raise Unreachable(results.gateway_failure(tool.name, exc)) from None
 

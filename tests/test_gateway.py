@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import uuid
 
 import pytest
 import requests
@@ -173,7 +174,9 @@ def test_invoke_retry_reuses_the_idempotency_key(gateway):
 def test_invoke_without_a_key_generates_one(gateway):
     responses.post(BASE + "/actions/echo:invoke", json=invocation())
     gateway.invoke("echo", {})
-    assert len(responses.calls[0].request.headers["Idempotency-Key"]) >= 32
+    gateway.invoke("echo", {})
+    first, second = (uuid.UUID(c.request.headers["Idempotency-Key"]) for c in responses.calls)
+    assert first.version == second.version == 4 and first != second  # one key per call
 
 
 @responses.activate

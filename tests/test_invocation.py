@@ -47,7 +47,7 @@ def test_a_terminal_invoke_answer_needs_no_poll():
     outcome = run(gateway, "echo", {"text": "hi"}, cancelled=threading.Event(), backoff=FAST)
     assert outcome.state == "done" and outcome.polls == 0 and gateway.polls == []
     slug, arguments, kwargs = gateway.invokes[0]
-    assert kwargs["sync"] is True and kwargs["idempotency_key"]
+    assert kwargs["sync"] is True
 
 
 def test_queued_work_is_polled_until_terminal_and_each_change_is_reported():
