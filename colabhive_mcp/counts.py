@@ -10,8 +10,6 @@ worker that dies are free again. stdio and a single process count in memory.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import mmap
 import os
@@ -20,6 +18,7 @@ import threading
 from typing import Iterator
 
 from .logs import log
+from .mapped import MappedFile
 
 FILE_NAME = "counts.bin"
 ROWS = 65_536  # far more than the threads of any instance: held places never fill the table
@@ -56,17 +55,12 @@ class MemoryCounts:
         pass
 
 
-class SharedCounts:
+class SharedCounts(MappedFile):
     """The counts of every process of an instance, in ``path`` (an open-addressed table of rows)."""
 
     def __init__(self, path: str) -> None:
-        self.path = path
-        self._lock = threading.Lock()  # the file lock is the process's: its threads take turns first
-        self._pid = 0
-        self._fd = -1
-        self._table: mmap.mmap | None = None
-        self._start = 0
-        self._open()
+        self._start = 0  # this process's start time, which its rows carry
+        super().__init__(path, SIZE)
 
     def take(self, space: str, key: str, limit: int) -> bool:
         """One more place under ``key``, unless ``limit`` are held across the instance; whether it was taken."""
@@ -90,13 +84,6 @@ class SharedCounts:
             own = self._rows_of(table, _digest(space, key))[0]
             if own is not None:
                 self._add(table, own, -1)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._table is not None and self._pid == os.getpid():
-                self._table.close()
-                os.close(self._fd)
-            self._table, self._pid = None, 0
 
     # -- the table ------------------------------------------------------------------------------
 
@@ -156,41 +143,17 @@ class SharedCounts:
                 freed += count
         return freed
 
-    # -- plumbing -------------------------------------------------------------------------------
+    # -- the file -------------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[mmap.mmap]:
-        with self._lock:
-            table = self._open()
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:
-                yield table
-            finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+    def _laid_out(self, table: mmap.mmap) -> bool:
+        return HEADER.unpack_from(table, 0)[:2] == (MAGIC, ROWS)
 
-    def _open(self) -> mmap.mmap:
-        """This process's mapping of the file (a forked worker opens its own: a file lock taken
-        through an inherited descriptor would be its parent's too)."""
-        if self._table is None or self._pid != os.getpid():
-            if self._table is not None:  # the parent's mapping and descriptor, inherited: let them go
-                self._table.close()
-                os.close(self._fd)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                if os.fstat(fd).st_size != SIZE:
-                    os.ftruncate(fd, 0)  # another layout, or a file cut short: start afresh
-                    os.ftruncate(fd, SIZE)
-                table = mmap.mmap(fd, SIZE)
-                if HEADER.unpack_from(table, 0)[:2] != (MAGIC, ROWS):
-                    table[:] = bytes(SIZE)
-                    HEADER.pack_into(table, 0, MAGIC, ROWS, 0)
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            except BaseException:
-                os.close(fd)
-                raise
-            self._fd, self._table, self._pid, self._start = fd, table, os.getpid(), _start_time(os.getpid())
-        return self._table
+    def _lay_out(self, table: mmap.mmap) -> None:
+        table[:] = bytes(SIZE)
+        HEADER.pack_into(table, 0, MAGIC, ROWS, 0)
+
+    def _opened(self) -> None:
+        self._start = _start_time(self._pid)
 
 
 def _digest(space: str, key: str) -> bytes:

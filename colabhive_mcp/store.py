@@ -5,7 +5,8 @@ by its workers; stdio and single-process servers keep the same things in memory.
 keyed by a space and a key, and expire. Beside them, *places*: at most so many held under one key
 at once, each until it expires or goes with the process that held it (calls started per key in the
 last minute, keys checked per minute); and ``counts``, the places held until given back (calls,
-streams and waits per key), in shared memory (:mod:`colabhive_mcp.counts`). Nothing of users' prompts
+streams and waits per key), in shared memory (:mod:`colabhive_mcp.counts`). Reads of keys that no
+live entry can be under skip the database (:mod:`colabhive_mcp.expiries`). Nothing of users' prompts
 or results goes in: keys are hashes, values are ids and timestamps. A store that cannot be opened or
 fails later is replaced by memory (per-worker behaviour), with one warning.
 """
@@ -13,6 +14,7 @@ fails later is replaced by memory (per-worker behaviour), with one warning.
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import sqlite3
@@ -21,6 +23,7 @@ import time
 from typing import Any, Callable
 
 from .counts import MemoryCounts, SharedCounts, alive, open_counts
+from .expiries import open_expiries
 from .logs import log
 
 FILE_NAME = "instance.db"
@@ -119,8 +122,13 @@ class SqliteStore:
         self._memory: MemoryStore | None = None  # after a failure: this process keeps things itself
         self._connect()
         self.counts = open_counts(os.path.dirname(path))
+        self._expiries = open_expiries(os.path.dirname(path), self._last_expiry)
 
     def get(self, space: str, key: str) -> Any:
+        expiries = self._expiries
+        if expiries is not None and not expiries.may_hold(space, key, self.clock()):
+            return None  # no entry under this key can be live: no query
+
         def read(db: sqlite3.Connection) -> Any:
             row = db.execute("SELECT value FROM entries WHERE space = ? AND key = ? AND expires > ?",
                              (space, key, self.clock())).fetchone()
@@ -129,15 +137,18 @@ class SqliteStore:
         return self._run(read, lambda memory: memory.get(space, key))
 
     def put(self, space: str, key: str, value: Any, ttl: float) -> None:
+        expires = self._expect(space, key, self.clock() + ttl)
         self._statement("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)",
-                        (space, key, json.dumps(value), self.clock() + ttl), lambda memory: memory.put(space, key, value, ttl))
+                        (space, key, json.dumps(value), expires), lambda memory: memory.put(space, key, value, ttl))
 
     def add(self, space: str, key: str, value: Any, ttl: float) -> bool:
+        now = self.clock()
+        expires = self._expect(space, key, now + ttl)
+
         def insert(db: sqlite3.Connection) -> bool:
-            now = self.clock()
             db.execute("DELETE FROM entries WHERE space = ? AND key = ? AND expires <= ?", (space, key, now))
             return db.execute("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?)",
-                              (space, key, json.dumps(value), now + ttl)).rowcount == 1
+                              (space, key, json.dumps(value), expires)).rowcount == 1
 
         return bool(self._write(insert, lambda memory: memory.add(space, key, value, ttl)))
 
@@ -195,8 +206,29 @@ class SqliteStore:
                 self._db.close()
             self._db = None
         self.counts.close()
+        if self._expiries is not None:
+            self._expiries.close()
 
     # -- plumbing ---------------------------------------------------------------------------------
+
+    def _expect(self, space: str, key: str, expires: float) -> float:
+        """An entry is about to be written under ``key``, live until ``expires`` (returned): reads of
+        its key must look for it from now on."""
+        expiries = self._expiries
+        if expiries is not None:
+            try:
+                expiries.extend(space, key, expires)
+            except OSError as exc:  # reads can no longer trust the expiries: every read queries
+                log.bind(path=expiries.path, error=str(exc)).warning("expiries.failed")
+                self._expiries = None
+        return expires
+
+    def _last_expiry(self) -> float:
+        """When the last entry stored now expires (fresh expiries start there)."""
+        def last(db: sqlite3.Connection) -> float:
+            return db.execute("SELECT MAX(expires) FROM entries").fetchone()[0] or 0.0
+
+        return self._run(last, lambda memory: math.inf)
 
     def _connect(self) -> sqlite3.Connection:
         """This process's connection (a forked worker opens its own)."""

@@ -8,6 +8,7 @@ import time
 import pytest
 from loguru import logger
 
+from colabhive_mcp import expiries
 from colabhive_mcp.store import MemoryStore, SqliteStore, open_store
 
 from .forked import holding
@@ -60,6 +61,39 @@ def test_the_workers_of_an_instance_see_each_others_entries_and_nobody_else_can_
         worker.join(10)
     assert all(store.get("shared", f"w{i}")["from"] == workers[i].pid for i in range(3))
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path / expiries.FILE_NAME).st_mode) == 0o600
+
+
+def test_a_read_of_a_key_no_live_entry_can_be_under_asks_no_database(tmp_path):
+    now = [1_000_000.0]
+    store = SqliteStore(str(tmp_path / "instance.db"), clock=lambda: now[0])
+    queries = []
+    store._connect().set_trace_callback(queries.append)
+    assert store.get("calls", "never stored") is None and queries == []  # the tool call's usual case
+    store.put("calls", "k", {"invocation": "inv_1"}, ttl=30)
+    queries.clear()
+    assert store.get("calls", "k") == {"invocation": "inv_1"} and len(queries) == 1
+    store.delete("calls", "k")
+    assert store.get("calls", "k") is None  # deleted: its slot still says look, and the query finds nothing
+    now[0] += 31
+    queries.clear()
+    assert store.get("calls", "k") is None and queries == []  # past every expiry under the slot
+    assert store.add("used", "state", True, ttl=5) and not store.add("used", "state", True, ttl=5)
+    assert store.get("used", "state") is True
+
+
+@pytest.mark.parametrize("damage", ["deleted", "another layout"])
+def test_entries_written_before_the_expiries_existed_are_still_found(tmp_path, damage):
+    path = str(tmp_path / "instance.db")
+    old = SqliteStore(path)
+    old.put("calls", "kept", {"invocation": "inv_1"}, ttl=600)
+    old.close()
+    table = tmp_path / expiries.FILE_NAME
+    if damage == "deleted":  # as after an upgrade from a release without them
+        table.unlink()
+    else:
+        table.write_bytes(b"\xff" * 100)
+    assert SqliteStore(path).get("calls", "kept") == {"invocation": "inv_1"}
 
 
 @pytest.fixture
