@@ -21,6 +21,17 @@ def test_the_benchmarks_run(tmp_path):
     assert figures["tools_list_warm"]["tools"] > 300
 
 
+def test_the_side_by_side_comparison_runs_each_server_on_its_own_copy_of_the_package(tmp_path):
+    (tmp_path / "colabhive_mcp").mkdir()  # not a package a server can run: B must fail to start, not use the checkout
+    broken = subprocess.run([sys.executable, str(ROOT / "scripts" / "compare.py"), "--b", str(tmp_path), "--rounds", "1",
+                             "--seconds", "0.3"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert broken.returncode != 0
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "compare.py"), "--rounds", "2", "--seconds", "0.3",
+                             "--b-env", "COLABHIVE_LOG_LEVEL=warning"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "B - A:" in result.stdout and "of 2 rounds" in result.stdout
+
+
 def test_the_readme_performance_table_is_rendered_from_the_committed_results():
     """Every figure in the README's table comes from scripts/results/bench.json (no hand-typed number)."""
     results = ROOT / "scripts" / "results" / "bench.json"
