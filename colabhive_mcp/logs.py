@@ -123,7 +123,8 @@ def _described(exc_info: ExcInfo) -> dict[str, Any]:
 
 
 def _json_writer(stream: TextIO) -> Writer:
-    lock = threading.Lock()
+    lock = threading.Lock()  # held across a fork, so that no child starts with it taken (gunicorn forks its workers)
+    os.register_at_fork(before=lock.acquire, after_in_parent=lock.release, after_in_child=lock.release)
 
     def write(level: str, event: str, fields: dict[str, Any]) -> None:
         line = {"ts": datetime.datetime.now().astimezone().isoformat(timespec="milliseconds"),

@@ -111,3 +111,18 @@ def test_secrets_are_redacted_however_json_escapes_them_and_whatever_holds_them(
     assert record["tab"] == record["line"] == "Bearer …redacted" and record["nested"] == [{"k": "hive_…redacted"}]
     assert record["path"] == "/tmp/hive_…redacted" and record["plain"] == "nothing secret"
     assert PLANTED[5:] not in result.stderr
+
+
+def test_a_process_forked_while_a_thread_writes_a_record_can_still_log():
+    """gunicorn forks its workers from a process that may be logging: a child must not inherit the lock taken."""
+    code = ("import os, sys, threading, time\nfrom colabhive_mcp import logs\n"
+            "class Slow:\n    def write(self, text):\n        time.sleep(0.3)\n        sys.stderr.write(text)\n"
+            "    def flush(self):\n        sys.stderr.flush()\n    def isatty(self):\n        return False\n"
+            "logs.configure('info', 'json', stream=Slow())\n"
+            "threading.Thread(target=lambda: logs.log.info('slow')).start()\ntime.sleep(0.1)  # inside the write\n"
+            "pid = os.fork()\nif pid == 0:\n    logs.log.info('child')\n    os._exit(0)\n"
+            "print('child status', os.waitpid(pid, 0)[1])\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
+    assert result.stdout == "child status 0\n"
+    events = [json.loads(line)["event"] for line in result.stderr.splitlines() if line.startswith("{")]
+    assert sorted(events) == ["child", "slow"]
