@@ -56,8 +56,10 @@ def main() -> int:
     args = parser.parse_args()
     with Sandbox(page_size=100, cold_start_s=2) as sandbox:
         add_big_manifest(sandbox)
-        servers = {"A": server_of(sandbox, args.a, args.a_env), "B": server_of(sandbox, args.b, args.b_env)}
+        servers: dict[str, HttpServer] = {}
         try:
+            for name, root, settings in (("A", args.a, args.a_env), ("B", args.b, args.b_env)):
+                servers[name] = server_of(sandbox, root, settings)
             for server in servers.values():
                 drive(server.url, args.clients, 1.0)  # warm: tenants, connections, caches
             measured: dict[str, list[float]] = {"A": [], "B": []}
