@@ -27,10 +27,10 @@ import traceback
 from typing import Any, Callable, Iterator, TextIO
 
 _SECRET = re.compile(r"(hive_[A-Za-z0-9_\-]{4,})|((?i:bearer)\s+[A-Za-z0-9._~+/=\-]{4,})")
+_MAYBE_SECRET = re.compile(r"hive_|(?i:bearer)")  # in every secret that _SECRET finds, even JSON-escaped
 _context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("colabhive_log_context", default={})
 ExcInfo = tuple[type[BaseException], BaseException, Any]
 LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
-_MAYBE_SECRET = re.compile(r"hive_|(?i:bearer)")  # in every secret that _SECRET finds, even JSON-escaped
 Writer = Callable[[str, str, dict[str, Any]], None]  # level, event, fields
 
 _threshold = 0  # the least level written (everything, until configured)

@@ -320,7 +320,9 @@ def header_safe(value):
 
 
 def wrapped(value):
-    return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode() + "?="
+    """The base64 wrapping; a lone surrogate (which no UTF-8 can carry) goes as the bytes Python would
+    make of it, which the server must refuse like any other name that does not match."""
+    return "=?base64?" + base64.b64encode(value.encode("utf-8", "surrogatepass")).decode() + "?="
 
 
 def mcp_name_header(name):
