@@ -34,7 +34,6 @@ LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
 Writer = Callable[[str, str, dict[str, Any]], None]  # level, event, fields
 
 _threshold = 0  # the least level written (everything, until configured)
-_writer: Writer | None = None  # None until configured: loguru's default logger writes
 
 
 class Log:
@@ -70,7 +69,7 @@ class Log:
         fields = {**_context.get(), **self._fields}
         if exc_info is not None:
             fields.update(_described(exc_info))
-        (_writer or _loguru_default)(level, event, fields)
+        _writer(level, event, fields)
 
 
 log = Log()
@@ -102,7 +101,7 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
     if fmt == "auto":
         fmt = "text" if stream.isatty() else "json"
     _threshold = LEVELS[level.upper()]
-    _writer = _json_writer(stream) if fmt == "json" else _text_writer(stream)
+    _writer = _json_writer(stream) if fmt == "json" else _loguru_writer(stream)
 
 
 def _redact_value(value: Any) -> Any:
@@ -140,15 +139,17 @@ def _json_writer(stream: TextIO) -> Writer:
     return write
 
 
-def _text_writer(stream: TextIO) -> Writer:
-    """Readable lines by loguru (imported with the first record)."""
+def _loguru_writer(stream: TextIO | None) -> Writer:
+    """Records through loguru, imported with the first: readable lines on ``stream``, or to loguru's
+    own default handler (before :func:`configure`)."""
     def write(level: str, event: str, fields: dict[str, Any]) -> None:
         nonlocal logger
         if logger is None:
             from loguru import logger as loaded
 
-            loaded.remove()
-            loaded.add(stream, level="DEBUG", format=_text_format, colorize=None, backtrace=False, diagnose=False)
+            if stream is not None:
+                loaded.remove()
+                loaded.add(stream, level="DEBUG", format=_text_format, colorize=None, backtrace=False, diagnose=False)
             logger = loaded
         logger.bind(**_redact_value(fields)).log(level, redact(event))
 
@@ -156,10 +157,7 @@ def _text_writer(stream: TextIO) -> Writer:
     return write
 
 
-def _loguru_default(level: str, event: str, fields: dict[str, Any]) -> None:
-    from loguru import logger
-
-    logger.bind(**_redact_value(fields)).log(level, redact(event))
+_writer: Writer = _loguru_writer(None)  # until configured
 
 
 def _text_format(record: dict[str, Any]) -> str:

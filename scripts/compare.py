@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import ROOT, Sandbox, add_big_manifest, cpu_seconds  # noqa: E402
-from profile import drive  # noqa: E402
+from bench import ROOT, Sandbox, add_big_manifest  # noqa: E402
+from profile import drive, measured_calls  # noqa: E402
 from tests.http_server import HttpServer  # noqa: E402
 
 
@@ -35,12 +35,6 @@ def server_of(sandbox: Sandbox, package_root: str, settings: list[str]) -> HttpS
     env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": str(Path(package_root).resolve())}
     env.update(setting.split("=", 1) for setting in settings)
     return HttpServer(sandbox.url, env=env)
-
-
-def cpu_ms_per_call(server: HttpServer, clients: int, seconds: float) -> float:
-    before = cpu_seconds(server.process.pid)
-    calls = drive(server.url, clients, seconds)
-    return (cpu_seconds(server.process.pid) - before) / max(calls, 1) * 1000
 
 
 def main() -> int:
@@ -65,7 +59,7 @@ def main() -> int:
             measured: dict[str, list[float]] = {"A": [], "B": []}
             for round_ in range(args.rounds):
                 for name in ("A", "B") if round_ % 2 == 0 else ("B", "A"):
-                    measured[name].append(cpu_ms_per_call(servers[name], args.clients, args.seconds))
+                    measured[name].append(measured_calls(servers[name], args.clients, args.seconds)[0])
         finally:
             for server in servers.values():
                 server.stop()

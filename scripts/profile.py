@@ -89,14 +89,20 @@ def drive(url: str, clients: int, seconds: float) -> int:
     return sum(done)
 
 
+def measured_calls(server: HttpServer, clients: int, seconds: float) -> tuple[float, int]:
+    """:func:`drive` ``server`` for ``seconds``: its CPU (ms, user + system of its process tree) per
+    call, and how many calls."""
+    before = cpu_seconds(server.process.pid)
+    calls = drive(server.url, clients, seconds)
+    return (cpu_seconds(server.process.pid) - before) / max(calls, 1) * 1000, calls
+
+
 def cpu_per_call(sandbox: Sandbox, clients: int, seconds: float) -> tuple[float, int]:
-    """Server CPU (ms, user + system of its process tree) per call, at default settings."""
+    """Server CPU per warm call at default settings, and how many calls."""
     server = HttpServer(sandbox.url)
     try:
         drive(server.url, clients, 1.0)  # warm: tenants, connections, caches
-        before = cpu_seconds(server.process.pid)
-        calls = drive(server.url, clients, seconds)
-        return (cpu_seconds(server.process.pid) - before) / calls * 1000, calls
+        return measured_calls(server, clients, seconds)
     finally:
         server.stop()
 
