@@ -6,6 +6,10 @@ database. The counts are rows of a table in a file of the instance's private run
 few of them under a file lock. A row holds one process's count under one key, and counts only
 while that process lives (its pid, and its start time where ``/proc`` tells it), so the places of a
 worker that dies are free again. stdio and a single process count in memory.
+
+A limit is never split between workers: when the file cannot be made (its filesystem is full), the
+instance store counts in its database instead (:class:`colabhive_mcp.store.PlacesCounts`); when it
+fails later (cut short and its filesystem full), every place is refused until it works again.
 """
 
 from __future__ import annotations
@@ -60,32 +64,52 @@ class SharedCounts(MappedFile):
 
     def __init__(self, path: str) -> None:
         self._start = 0  # this process's start time, which its rows carry
+        self._failing = False  # the file failed: warned once, until it works again
         super().__init__(path, SIZE)
 
     def take(self, space: str, key: str, limit: int) -> bool:
-        """One more place under ``key``, unless ``limit`` are held across the instance; whether it was taken."""
-        digest = _digest(space, key)
-        with self._locked() as table:
-            own, spare, held, others = self._rows_of(table, digest)
-            if held >= limit:
-                held -= self._free_the_dead(table, others)
-                if held >= limit:
-                    return False
-            if own is None:
-                own = self._claim(table, digest, spare)
-                if own is None:  # cannot happen while the table is larger than the threads that hold places
-                    log.bind(path=self.path).warning("counts.full")
-                    return True
-            self._add(table, own, 1)
-            return True
+        """One more place under ``key``, unless ``limit`` are held across the instance; whether it
+        was taken (not while the file fails: the most restrictive answer)."""
+        try:
+            with self._locked() as table:
+                taken = self._take(table, _digest(space, key), limit)
+        except OSError as exc:
+            self._failed(exc)
+            return False
+        if self._failing:
+            log.bind(path=self.path).info("counts.recovered")
+            self._failing = False
+        return taken
 
     def give_back(self, space: str, key: str) -> None:
-        with self._locked() as table:
-            own = self._rows_of(table, _digest(space, key))[0]
-            if own is not None:
-                self._add(table, own, -1)
+        try:
+            with self._locked() as table:
+                own = self._rows_of(table, _digest(space, key))[0]
+                if own is not None:
+                    self._add(table, own, -1)
+        except OSError as exc:  # the file was laid out afresh or is gone: the place went with it
+            self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        if not self._failing:
+            log.bind(path=self.path, error=str(exc)).warning("counts.failed")
+            self._failing = True
 
     # -- the table ------------------------------------------------------------------------------
+
+    def _take(self, table: mmap.mmap, digest: bytes, limit: int) -> bool:
+        own, spare, held, others = self._rows_of(table, digest)
+        if held >= limit:
+            held -= self._free_the_dead(table, others)
+            if held >= limit:
+                return False
+        if own is None:
+            own = self._claim(table, digest, spare)
+            if own is None:  # cannot happen while the table is larger than the threads that hold places
+                log.bind(path=self.path).warning("counts.full")
+                return True
+        self._add(table, own, 1)
+        return True
 
     def _rows_of(self, table: mmap.mmap, digest: bytes) -> tuple[int | None, int | None, int, list[int]]:
         """The rows of ``digest`` (from its home row to the first never-used row): this process's
@@ -191,13 +215,11 @@ def alive(pid: int, start: int = 0) -> bool:
     return True
 
 
-def open_counts(directory: str | None) -> MemoryCounts | SharedCounts:
-    """The instance's counts in ``directory``; without one (stdio, a single process), memory."""
-    if not directory:
-        return MemoryCounts()
+def open_counts(directory: str) -> SharedCounts | None:
+    """The instance's counts in ``directory``; ``None`` (with a warning) when the file cannot be used."""
     path = os.path.join(directory, FILE_NAME)
     try:
         return SharedCounts(path)
     except (OSError, ValueError) as exc:
         log.bind(path=path, error=str(exc)).warning("counts.unavailable")
-        return MemoryCounts()
+        return None

@@ -7,9 +7,12 @@ falls in it expires. A write raises its key's slot before the entry is written, 
 slot has passed cannot find anything and skips the database. Many keys share a slot: a live slot
 only means "look".
 
-A slot is one aligned 4-byte word (whole seconds, rounded up) that only rises, under the file lock;
-reads take no lock. A fresh table starts every slot at the last expiry already in the store, so
-entries written before the table existed are still looked for.
+A slot is one aligned 4-byte word, changed only under the file lock: how many whole seconds before
+the last second it can hold (in 2106) its expiry is, so that it only falls as the expiry rises, and
+a slot of zeros (a file cut short and grown again) says "look". Reads take no lock and read the file
+rather than its mapping, which a file cut short could not back (a short read also says "look"). A
+fresh table starts every slot at the last expiry already in the store, so entries written before the
+table existed are still looked for.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from .mapped import MappedFile
 
 FILE_NAME = "expiries.bin"
 SLOTS = 16_384
-HEADER = struct.Struct("<16sI12x")  # the format's name, the slots (32 bytes: the slots stay aligned)
-SLOT = struct.Struct("<I")  # seconds since the epoch, rounded up
+HEADER = struct.Struct("<16sII8x")  # the format's name and version, the slots (32 bytes: the slots stay aligned)
+SLOT = struct.Struct("<I")  # seconds before LAST_SECOND
 MAGIC = b"colabhive-expiry"
+VERSION = 2
 SIZE = HEADER.size + SLOT.size * SLOTS
 LAST_SECOND = 0xFFFF_FFFF
 
@@ -42,21 +46,25 @@ class Expiries(MappedFile):
 
     def may_hold(self, space: str, key: str, now: float) -> bool:
         """Whether the store may hold a live entry under ``key`` at ``now`` (``False``: surely not)."""
-        return SLOT.unpack_from(self._mapping(), _offset(space, key))[0] > now
+        try:
+            slot = self._read(_offset(space, key), SLOT.size)
+        except OSError:
+            return True
+        return len(slot) < SLOT.size or LAST_SECOND - SLOT.unpack(slot)[0] > now
 
     def extend(self, space: str, key: str, expires: float) -> None:
         """An entry under ``key`` is about to be written, live until ``expires``."""
-        offset, until = _offset(space, key), _seconds(expires)
+        offset, before = _offset(space, key), LAST_SECOND - _seconds(expires)
         with self._locked() as table:
-            if SLOT.unpack_from(table, offset)[0] < until:
-                SLOT.pack_into(table, offset, until)
+            if SLOT.unpack_from(table, offset)[0] > before:
+                SLOT.pack_into(table, offset, before)
 
     def _laid_out(self, table: mmap.mmap) -> bool:
-        return HEADER.unpack_from(table, 0)[:2] == (MAGIC, SLOTS)
+        return HEADER.unpack_from(table, 0) == (MAGIC, VERSION, SLOTS)
 
     def _lay_out(self, table: mmap.mmap) -> None:
-        table[HEADER.size:] = SLOT.pack(_seconds(self._initial())) * SLOTS
-        HEADER.pack_into(table, 0, MAGIC, SLOTS)
+        table[HEADER.size:] = SLOT.pack(LAST_SECOND - _seconds(self._initial())) * SLOTS
+        HEADER.pack_into(table, 0, MAGIC, VERSION, SLOTS)
 
 
 def _offset(space: str, key: str) -> int:

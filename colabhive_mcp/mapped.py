@@ -3,7 +3,16 @@
 Each process maps the file for itself: a forked worker opens its own, since a file lock taken
 through a descriptor inherited from its parent would be the parent's lock too. The threads of a
 process take turns before one of them takes the file lock. Whoever opens a file of another
-layout, or one cut short, lays it out afresh; nobody else is using it then.
+layout, or one cut short, lays it out afresh.
+
+Touching a mapped page that the file cannot back kills the process (SIGBUS), which Python cannot
+catch; so the file's blocks are allocated (``posix_fallocate``) before it is mapped (a sparse page
+first written on a full filesystem is such a page), and every access under the lock first checks
+that the file still has its size (someone may have cut it short): a file cut short is grown and
+laid out again (what it held is lost), or, when that fails too, the access raises ``OSError``
+(a cut that falls in the microseconds between the check and the access still kills: only the
+instance's own processes take the lock). A read that takes no lock does not touch the mapping: it
+reads the file (``os.pread``), which a file cut short only makes short.
 """
 
 from __future__ import annotations
@@ -12,8 +21,11 @@ import contextlib
 import fcntl
 import mmap
 import os
+import stat
 import threading
 from typing import Iterator
+
+from .logs import log
 
 
 class MappedFile:
@@ -35,20 +47,19 @@ class MappedFile:
                 os.close(self._fd)
             self._table, self._pid = None, 0
 
-    def _mapping(self) -> mmap.mmap:
-        """The mapping, for a read that takes no lock (which each subclass must make safe)."""
-        table = self._table
-        if table is None or self._pid != os.getpid():
+    def _read(self, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset``, read without a lock (fewer when the file was cut short)."""
+        if self._table is None or self._pid != os.getpid():
             with self._lock:
-                table = self._open()
-        return table
+                self._open()
+        return os.pread(self._fd, length, offset)
 
     def _laid_out(self, table: mmap.mmap) -> bool:
         """Whether ``table`` already has this file's layout."""
         raise NotImplementedError
 
     def _lay_out(self, table: mmap.mmap) -> None:
-        """Write a fresh table over ``table`` (under the file lock, before anyone else maps it)."""
+        """Write a fresh table over ``table`` (under the file lock)."""
         raise NotImplementedError
 
     def _opened(self) -> None:
@@ -60,6 +71,10 @@ class MappedFile:
             table = self._open()
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
+                if os.lseek(self._fd, 0, os.SEEK_END) < self.size:  # cheaper than fstat: on every call
+                    log.bind(path=self.path).warning("mapped_file.cut_short")
+                    os.posix_fallocate(self._fd, 0, self.size)
+                    self._lay_out(table)
                 yield table
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
@@ -70,12 +85,11 @@ class MappedFile:
             if self._table is not None:  # the parent's mapping and descriptor, inherited: let them go
                 self._table.close()
                 os.close(self._fd)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+                self._table = None
+            fd = open_private(self.path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                if os.fstat(fd).st_size != self.size:
-                    os.ftruncate(fd, 0)  # another layout, or a file cut short: start afresh
-                    os.ftruncate(fd, self.size)
+                os.posix_fallocate(fd, 0, self.size)
                 table = mmap.mmap(fd, self.size)
                 if not self._laid_out(table):
                     self._lay_out(table)
@@ -86,3 +100,21 @@ class MappedFile:
             self._fd, self._table, self._pid = fd, table, os.getpid()
             self._opened()
         return self._table
+
+
+def open_private(path: str) -> int:
+    """A read-write descriptor of ``path`` in the instance's runtime directory, made (mode 0600) when
+    missing: never through a symbolic link, and only of a regular file of this process's user."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        check_private(path, os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_private(path: str, found: os.stat_result) -> None:
+    """Raise ``PermissionError`` unless ``found`` (of ``path``) is a regular file of this process's user."""
+    if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
+        raise PermissionError(f"{path} is not a regular file of uid {os.geteuid()}: it is not used")

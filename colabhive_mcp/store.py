@@ -7,27 +7,55 @@ at once, each until it expires or goes with the process that held it (calls star
 last minute, keys checked per minute); and ``counts``, the places held until given back (calls,
 streams and waits per key), in shared memory (:mod:`colabhive_mcp.counts`). Reads of keys that no
 live entry can be under skip the database (:mod:`colabhive_mcp.expiries`). Nothing of users' prompts
-or results goes in: keys are hashes, values are ids and timestamps. A store that cannot be opened or
-fails later is replaced by memory (per-worker behaviour), with one warning.
+or results goes in: keys are hashes, values are ids and timestamps.
+
+The store fails closed, never over to a worker's own memory (where a confirmation used on one
+worker could be used again on another, and each worker would count limits of its own). An
+operation that fails is tried again on a fresh connection a few times; a database found corrupt is
+moved aside (``instance.db.corrupt-<time>``) by the first worker to find out, and a fresh one made.
+What still fails answers what refuses: ``add`` says the key is taken (a confirmation was used),
+``take`` refuses the place, ``put`` says nothing was stored, and ``get`` answers ``failed`` (by
+default nothing, which is what refuses for every reader but one: a session's end, whose reader
+passes what an ended session looks like). One warning per failure, until the store works again.
+
+The runtime directory is trusted only when it is this user's and nobody else's (mode 0700, not a
+symbolic link), and the files in it only when they are this user's regular files: a directory
+another user can write to could hold links that make the workers write elsewhere. A directory that
+cannot be used stops the start (:func:`open_store`): split state is not an option for a server of
+several workers.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
 import os
 import secrets
 import sqlite3
+import stat
 import threading
 import time
+import urllib.parse
 from typing import Any, Callable
 
+from .config import ConfigError
 from .counts import MemoryCounts, SharedCounts, alive, open_counts
 from .expiries import open_expiries
 from .logs import log
+from .mapped import check_private, open_private
 
 FILE_NAME = "instance.db"
+SIDE_FILES = ("-wal", "-shm", "-journal")  # what SQLite makes beside it
 PURGE_EVERY = 200  # writes between two sweeps of expired entries
+BUSY_TIMEOUT_S = 5.0  # how long one attempt waits for another process's lock
+ATTEMPTS = 3  # of a failing operation, each on a fresh connection (one only while the store fails)
+RETRY_S = 0.05  # the wait before the second attempt, doubled before each next one
+WAIT_WHEN_FAILED_S = 5.0  # what next_free answers when the store cannot tell
+COUNTED = "counted-"  # the spaces of counts kept as places (PlacesCounts)
+HELD_S = 86400.0  # how long such a place lasts at most, when its process neither gives it back nor dies
+CORRUPT = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 TAKE_IF_ROOM = ("INSERT INTO places SELECT ?, ?, ?, ?, ? WHERE "
                 "(SELECT COUNT(*) FROM places WHERE space = ? AND key = ? AND expires > ?) < ?")
 
@@ -41,17 +69,20 @@ class MemoryStore:
         self._entries: dict[tuple[str, str], tuple[Any, float]] = {}
         self._places: dict[tuple[str, str], dict[str, float]] = {}  # place id -> when it expires
         self._lock = threading.Lock()
-        self.counts: MemoryCounts | SharedCounts = MemoryCounts()
+        self.counts = MemoryCounts()
 
-    def get(self, space: str, key: str) -> Any:
+    def get(self, space: str, key: str, failed: Any = None) -> Any:
+        """The live value under ``key``, else ``None`` (memory never fails: ``failed`` is not used)."""
         with self._lock:
             found = self._entries.get((space, key))
             return found[0] if found is not None and found[1] > self.clock() else None
 
-    def put(self, space: str, key: str, value: Any, ttl: float) -> None:
+    def put(self, space: str, key: str, value: Any, ttl: float) -> bool:
+        """Store ``value`` under ``key`` for ``ttl`` seconds; whether it was stored."""
         with self._lock:
             self._make_room()
             self._entries[(space, key)] = (value, self.clock() + ttl)
+            return True
 
     def add(self, space: str, key: str, value: Any, ttl: float) -> bool:
         """Store ``value`` unless the key holds an unexpired one; whether it was stored."""
@@ -112,19 +143,29 @@ class SqliteStore:
     """The store shared by the processes of one instance: one SQLite file in its runtime directory."""
 
     def __init__(self, path: str, max_entries: int = 100_000, clock: Callable[[], float] = time.time) -> None:
+        """Raises ``sqlite3.Error`` or ``OSError`` when the file cannot be used (one that is not a
+        database is moved aside first)."""
         self.path = path
         self.max_entries = max_entries
         self.clock = clock
         self._lock = threading.Lock()
         self._pid = 0
         self._db: sqlite3.Connection | None = None
+        self._file = (0, 0)  # the device and inode the connection has open
         self._writes = 0
-        self._memory: MemoryStore | None = None  # after a failure: this process keeps things itself
-        self._connect()
-        self.counts = open_counts(os.path.dirname(path))
-        self._expiries = open_expiries(os.path.dirname(path), self._last_expiry)
+        self._failing = False  # an operation failed every attempt: warned once, until one succeeds
+        try:
+            self._connect()
+        except sqlite3.DatabaseError as exc:
+            self._recover(exc)
+            self._connect()
+        directory = os.path.dirname(path)
+        self.counts: SharedCounts | PlacesCounts = open_counts(directory) or PlacesCounts(self)
+        self._expiries = open_expiries(directory, self._last_expiry)
 
-    def get(self, space: str, key: str) -> Any:
+    def get(self, space: str, key: str, failed: Any = None) -> Any:
+        """The live value under ``key``, else ``None``; ``failed`` when the store cannot tell (a
+        reader to whom nothing stored grants something passes what refuses)."""
         expiries = self._expiries
         if expiries is not None and not expiries.may_hold(space, key, self.clock()):
             return None  # no entry under this key can be live: no query
@@ -134,14 +175,15 @@ class SqliteStore:
                              (space, key, self.clock())).fetchone()
             return json.loads(row[0]) if row else None
 
-        return self._run(read, lambda memory: memory.get(space, key))
+        return self._run(read, failed)
 
-    def put(self, space: str, key: str, value: Any, ttl: float) -> None:
+    def put(self, space: str, key: str, value: Any, ttl: float) -> bool:
         expires = self._expect(space, key, self.clock() + ttl)
-        self._statement("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)",
-                        (space, key, json.dumps(value), expires), lambda memory: memory.put(space, key, value, ttl))
+        return self._statement("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)",
+                               (space, key, json.dumps(value), expires))
 
     def add(self, space: str, key: str, value: Any, ttl: float) -> bool:
+        """:meth:`MemoryStore.add`; ``False`` too when the store fails (the key may be taken)."""
         now = self.clock()
         expires = self._expect(space, key, now + ttl)
 
@@ -150,22 +192,24 @@ class SqliteStore:
             return db.execute("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?)",
                               (space, key, json.dumps(value), expires)).rowcount == 1
 
-        return bool(self._write(insert, lambda memory: memory.add(space, key, value, ttl)))
+        return bool(self._write(insert, False))
 
     def delete(self, space: str, key: str) -> None:
-        self._statement("DELETE FROM entries WHERE space = ? AND key = ?", (space, key),
-                        lambda memory: memory.delete(space, key))
+        self._statement("DELETE FROM entries WHERE space = ? AND key = ?", (space, key))
 
     def take(self, space: str, key: str, limit: int, ttl: float) -> str | None:
         """:meth:`MemoryStore.take`, counted across the instance's processes (a dead one's places are
-        free). One statement while there is room; only a full key is looked at more closely."""
+        free; ``None`` too when the store fails). One statement while there is room; only a full key
+        is looked at more closely."""
         def room(db: sqlite3.Connection) -> str | None:
             place, now = secrets.token_hex(8), self.clock()
             try:
                 taken = db.execute(TAKE_IF_ROOM, (space, key, place, os.getpid(), now + ttl,
                                                   space, key, now, limit)).rowcount == 1
-            except sqlite3.OperationalError:  # another process wrote since the statement began: in a transaction
-                return None
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY_SNAPSHOT:
+                    raise
+                return None  # another process wrote since the statement began: in a transaction
             return place if taken else None
 
         def insert(db: sqlite3.Connection) -> str | None:
@@ -183,14 +227,10 @@ class SqliteStore:
             db.execute("INSERT INTO places VALUES (?, ?, ?, ?, ?)", (space, key, place, os.getpid(), now + ttl))
             return place
 
-        def instead(memory: MemoryStore) -> str | None:
-            return memory.take(space, key, limit, ttl)
-
-        return self._write(room, instead, atomic=False) or self._write(insert, instead)
+        return self._write(room, None, atomic=False) or self._write(insert, None)
 
     def give_back(self, space: str, key: str, place: str) -> None:
-        self._statement("DELETE FROM places WHERE space = ? AND key = ? AND place = ?", (space, key, place),
-                        lambda memory: memory.give_back(space, key, place))
+        self._statement("DELETE FROM places WHERE space = ? AND key = ? AND place = ?", (space, key, place))
 
     def next_free(self, space: str, key: str) -> float:
         def soonest(db: sqlite3.Connection) -> float:
@@ -198,13 +238,11 @@ class SqliteStore:
                                     (space, key)).fetchone()
             return 0.0 if expires is None else max(0.0, expires - self.clock())
 
-        return self._run(soonest, lambda memory: memory.next_free(space, key))
+        return self._run(soonest, WAIT_WHEN_FAILED_S)
 
     def close(self) -> None:
         with self._lock:
-            if self._db is not None and self._pid == os.getpid():
-                self._db.close()
-            self._db = None
+            self._disconnect()
         self.counts.close()
         if self._expiries is not None:
             self._expiries.close()
@@ -224,18 +262,27 @@ class SqliteStore:
         return expires
 
     def _last_expiry(self) -> float:
-        """When the last entry stored now expires (fresh expiries start there)."""
+        """When the last entry stored now expires (fresh expiries start there; unknown: never)."""
         def last(db: sqlite3.Connection) -> float:
             return db.execute("SELECT MAX(expires) FROM entries").fetchone()[0] or 0.0
 
-        return self._run(last, lambda memory: math.inf)
+        return self._run(last, math.inf)
 
     def _connect(self) -> sqlite3.Connection:
-        """This process's connection (a forked worker opens its own)."""
-        if self._db is None or self._pid != os.getpid():
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        """This process's connection (a forked worker opens its own; a file moved aside is let go)."""
+        if self._db is not None and self._pid == os.getpid() and self._same_file():
+            return self._db
+        self._disconnect()
+        fd = open_private(self.path)
+        try:
+            found = os.fstat(fd)
+        finally:
             os.close(fd)
-            db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
+        for side in SIDE_FILES:  # SQLite opens them itself, through links: they must be ours too
+            with contextlib.suppress(FileNotFoundError):
+                check_private(self.path + side, os.lstat(self.path + side))
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("CREATE TABLE IF NOT EXISTS entries (space TEXT NOT NULL, key TEXT NOT NULL, "
@@ -243,13 +290,66 @@ class SqliteStore:
             db.execute("CREATE TABLE IF NOT EXISTS places (space TEXT NOT NULL, key TEXT NOT NULL, "
                        "place TEXT NOT NULL, pid INTEGER NOT NULL, expires REAL NOT NULL, "
                        "PRIMARY KEY (space, key, place))")
-            self._db, self._pid = db, os.getpid()
-        return self._db
+        except BaseException:
+            db.close()
+            raise
+        self._db, self._pid, self._file = db, os.getpid(), (found.st_dev, found.st_ino)
+        return db
 
-    def _write(self, action: Callable[[sqlite3.Connection], Any], instead: Callable[[MemoryStore], Any], *,
-               atomic: bool = True) -> Any:
+    def _same_file(self) -> bool:
+        """Whether the path still names the file the connection has open (not one moved aside)."""
+        try:
+            found = os.lstat(self.path)
+        except FileNotFoundError:
+            return False
+        return (found.st_dev, found.st_ino) == self._file
+
+    def _disconnect(self) -> None:
+        if self._db is not None and self._pid == os.getpid():  # (a forked worker's was its parent's)
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+        self._db = None
+
+    def _recover(self, error: Exception) -> None:
+        """After ``error``: a fresh connection next time, to a fresh file when this one is corrupt."""
+        self._disconnect()
+        if isinstance(error, sqlite3.DatabaseError) and getattr(error, "sqlite_errorcode", 0) & 0xFF in CORRUPT:
+            self._set_aside()
+
+    def _set_aside(self) -> None:
+        """Move the corrupt database aside, so that the next connection makes a fresh one: one
+        process of the instance does, under a lock on the directory (the others then find the file
+        sound, or gone)."""
+        directory = os.open(os.path.dirname(self.path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(directory, fcntl.LOCK_EX)
+            if not self._corrupt():
+                return
+            aside = f"{self.path}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+            for side in (*SIDE_FILES, ""):  # the database last: whoever finds it gone makes a fresh one
+                with contextlib.suppress(FileNotFoundError):
+                    os.rename(self.path + side, aside + side)
+            log.bind(path=self.path, moved_to=aside).warning("store.set_aside")
+        finally:
+            os.close(directory)  # (and its lock)
+
+    def _corrupt(self) -> bool:
+        """Whether the file at the path (if any) is not a sound database."""
+        try:
+            probe = sqlite3.connect(f"file:{urllib.parse.quote(self.path)}?mode=rw", uri=True,
+                                    timeout=BUSY_TIMEOUT_S)
+        except sqlite3.Error:
+            return False  # gone: nothing to move aside
+        try:
+            return probe.execute("PRAGMA quick_check").fetchall() != [("ok",)]
+        except sqlite3.DatabaseError as exc:
+            return exc.sqlite_errorcode & 0xFF in CORRUPT
+        finally:
+            probe.close()
+
+    def _write(self, action: Callable[[sqlite3.Connection], Any], failed: Any, *, atomic: bool = True) -> Any:
         """Run ``action`` (in one transaction when ``atomic``; a single statement needs none), and
-        now and then sweep what expired."""
+        now and then sweep what expired; ``failed`` when it cannot be done."""
         def write(db: sqlite3.Connection) -> Any:
             if atomic:
                 db.execute("BEGIN IMMEDIATE")
@@ -262,14 +362,20 @@ class SqliteStore:
                     db.execute("COMMIT")
             except BaseException:
                 if atomic:
-                    db.execute("ROLLBACK")
+                    with contextlib.suppress(sqlite3.Error):  # (the connection may be what failed)
+                        db.execute("ROLLBACK")
                 raise
             return done
 
-        return self._run(write, instead)
+        return self._run(write, failed)
 
-    def _statement(self, sql: str, parameters: tuple[Any, ...], instead: Callable[[MemoryStore], Any]) -> None:
-        self._write(lambda db: db.execute(sql, parameters), instead, atomic=False)
+    def _statement(self, sql: str, parameters: tuple[Any, ...]) -> bool:
+        """Run one statement; whether it ran."""
+        def run(db: sqlite3.Connection) -> bool:
+            db.execute(sql, parameters)
+            return True
+
+        return self._write(run, False, atomic=False)
 
     def _sweep(self, db: sqlite3.Connection) -> None:
         """Expired entries go; past ``max_entries``, the soonest to expire go too (or next time, when
@@ -287,25 +393,88 @@ class SqliteStore:
             db.execute("DELETE FROM entries WHERE rowid IN (SELECT rowid FROM entries ORDER BY expires LIMIT ?)",
                        (count - self.max_entries,))
 
-    def _run(self, action: Callable[[sqlite3.Connection], Any], instead: Callable[[MemoryStore], Any]) -> Any:
+    def _run(self, action: Callable[[sqlite3.Connection], Any], failed: Any) -> Any:
+        """``action`` on this process's connection, tried again on a fresh one when it fails; ``failed``
+        when no attempt succeeds (one warning, until an operation succeeds again)."""
         with self._lock:
-            if self._memory is None:
+            for attempt in range(1 if self._failing else ATTEMPTS):
+                if attempt:
+                    time.sleep(RETRY_S * 2 ** (attempt - 1))
                 try:
-                    return action(self._connect())
+                    done = action(self._connect())
                 except (sqlite3.Error, OSError, ValueError) as exc:
-                    log.bind(path=self.path, error=str(exc)).warning("store.failed")
-                    self._memory = MemoryStore(self.max_entries, self.clock)
-            memory = self._memory
-        return instead(memory)
+                    error = exc
+                    self._recover(exc)
+                    continue
+                if self._failing:
+                    log.bind(path=self.path).info("store.recovered")
+                    self._failing = False
+                return done
+            if not self._failing:
+                log.bind(path=self.path, error=str(error)).warning("store.failed")
+                self._failing = True
+            return failed
+
+
+class PlacesCounts:
+    """The store's ``counts`` kept as its places, when ``counts.bin`` cannot be used (say, its
+    filesystem is full): still counted across the instance (a database write per place taken and
+    per place given back), and refused while the store fails."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+        self._held: dict[tuple[str, str], list[str]] = {}  # the places this process holds
+        self._lock = threading.Lock()
+
+    def take(self, space: str, key: str, limit: int) -> bool:
+        place = self._store.take(COUNTED + space, key, limit, HELD_S)
+        if place is None:
+            return False
+        with self._lock:
+            self._held.setdefault((space, key), []).append(place)
+        return True
+
+    def give_back(self, space: str, key: str) -> None:
+        with self._lock:
+            held = self._held.get((space, key))
+            if not held:
+                return
+            place = held.pop()
+            if not held:
+                del self._held[(space, key)]
+        self._store.give_back(COUNTED + space, key, place)
+
+    def close(self) -> None:
+        pass
+
+
+def check_runtime_dir(directory: str) -> None:
+    """Raise :class:`ConfigError` unless ``directory`` is a directory (not a symbolic link) of this
+    process's user that nobody else may enter."""
+    try:
+        found = os.lstat(directory)
+    except OSError as exc:
+        raise ConfigError(f"runtime directory {directory}: {exc.strerror}") from None
+    problems = []
+    if not stat.S_ISDIR(found.st_mode):
+        problems.append("is a symbolic link" if stat.S_ISLNK(found.st_mode) else "is not a directory")
+    if found.st_uid != os.geteuid():
+        problems.append(f"belongs to uid {found.st_uid}, not to this server's user (uid {os.geteuid()})")
+    if stat.S_IMODE(found.st_mode) & 0o077:
+        problems.append(f"has mode {stat.S_IMODE(found.st_mode):04o}: others may enter it, it must be 0700")
+    if problems:
+        raise ConfigError(f"runtime directory {directory} {' and '.join(problems)}; the instance keeps its shared "
+                          "state there and trusts nobody else's: use a directory of its own")
 
 
 def open_store(directory: str | None, max_entries: int = 100_000) -> MemoryStore | SqliteStore:
-    """The instance's store in ``directory``; without one (stdio, a single process), memory."""
+    """The instance's store in ``directory``; without one (stdio, a single process), memory. Raises
+    :class:`ConfigError` when the directory or the store in it cannot be used."""
     if not directory:
         return MemoryStore(max_entries)
+    check_runtime_dir(directory)
     path = os.path.join(directory, FILE_NAME)
     try:
         return SqliteStore(path, max_entries)
     except (sqlite3.Error, OSError) as exc:
-        log.bind(path=path, error=str(exc)).warning("store.unavailable")
-        return MemoryStore(max_entries)
+        raise ConfigError(f"the instance store {path} cannot be used: {exc}") from None

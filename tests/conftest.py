@@ -73,6 +73,17 @@ def serving(live, request):
 
 
 @pytest.fixture
+def warnings():
+    """The messages of the warnings logged during the test."""
+    from loguru import logger
+
+    seen = []
+    handler = logger.add(lambda message: seen.append(message.record["message"]), level="WARNING")
+    yield seen
+    logger.remove(handler)
+
+
+@pytest.fixture
 def hostile(sandbox):
     """The sandbox serving the hostile manifest as well as its own catalogue."""
     from .hostile_manifest import HOSTILE

@@ -123,21 +123,19 @@ def test_rows_of_keys_long_gone_are_cleared_and_held_places_survive_it(tmp_path)
     assert table.take("calls", "busy key", 3)
 
 
-def test_a_file_of_another_layout_starts_afresh_and_no_directory_means_memory(tmp_path):
+def test_a_file_of_another_layout_starts_afresh(tmp_path):
     path = tmp_path / counts.FILE_NAME
     path.write_bytes(b"something else" * 100)
     table = open_counts(str(tmp_path))
     assert isinstance(table, SharedCounts) and path.stat().st_size == counts.SIZE
     assert table.take("calls", "key", 1) and not table.take("calls", "key", 1)
-    assert isinstance(open_counts(None), MemoryCounts)  # stdio: one process
 
 
-def test_counts_that_cannot_be_opened_are_kept_in_memory_with_a_warning(tmp_path):
+def test_counts_that_cannot_be_opened_are_none_with_a_warning(tmp_path):
     seen = []
     handler = logger.add(lambda message: seen.append(message.record["message"]), level="WARNING")
     try:
-        table = open_counts(str(tmp_path / "no" / "such" / "dir"))
+        assert open_counts(str(tmp_path / "no" / "such" / "dir")) is None  # the store counts in its places
     finally:
         logger.remove(handler)
-    assert isinstance(table, MemoryCounts) and seen == ["counts.unavailable"]
-    assert table.take("calls", "key", 1) and not table.take("calls", "key", 1)
+    assert seen == ["counts.unavailable"]

@@ -6,9 +6,9 @@ import stat
 import time
 
 import pytest
-from loguru import logger
 
 from colabhive_mcp import expiries
+from colabhive_mcp.config import ConfigError
 from colabhive_mcp.store import MemoryStore, SqliteStore, open_store
 
 from .forked import holding
@@ -96,33 +96,25 @@ def test_entries_written_before_the_expiries_existed_are_still_found(tmp_path, d
     assert SqliteStore(path).get("calls", "kept") == {"invocation": "inv_1"}
 
 
-@pytest.fixture
-def warnings():
-    seen = []
-    handler = logger.add(lambda message: seen.append(message.record["message"]), level="WARNING")
-    yield seen
-    logger.remove(handler)
-
-
-def test_a_corrupt_or_missing_store_degrades_to_memory_with_one_warning(tmp_path, warnings):
+def test_a_file_that_is_not_a_database_is_moved_aside_and_a_missing_directory_stops_the_start(tmp_path, warnings):
     (tmp_path / "instance.db").write_bytes(b"this is not a database" * 100)
     store = open_store(str(tmp_path))
-    store.put("calls", "k", 1, ttl=10)
-    assert store.get("calls", "k") == 1  # still works, in this process's memory
-    missing = open_store(str(tmp_path / "no" / "such" / "dir"))
-    assert missing.add("x", "y", 1, ttl=1) and missing.get("x", "y") == 1
-    assert warnings == ["store.unavailable", "store.unavailable"]
+    assert store.add("calls", "k", 1, ttl=10) and store.get("calls", "k") == 1
+    assert [p.read_bytes()[:22] for p in tmp_path.glob("instance.db.corrupt-*")] == [b"this is not a database"]
+    assert warnings == ["store.set_aside"]
+    with pytest.raises(ConfigError, match="no/such/dir: No such file or directory"):
+        open_store(str(tmp_path / "no" / "such" / "dir"))
     assert isinstance(open_store(None), MemoryStore)  # stdio: one process, memory
 
 
-def test_a_store_that_fails_later_goes_on_in_memory_after_one_warning(tmp_path, warnings):
+def test_a_connection_that_goes_away_is_replaced_without_a_word(tmp_path, warnings):
     store = SqliteStore(str(tmp_path / "instance.db"))
     store.put("calls", "before", 1, ttl=10)
-    store._db.close()  # the database goes away under the process
+    store._db.close()  # the connection goes away under the process
     for i in range(5):
         store.put("calls", f"after{i}", i, ttl=10)
     assert [store.get("calls", f"after{i}") for i in range(5)] == list(range(5))
-    assert warnings == ["store.failed"]
+    assert store.get("calls", "before") == 1 and warnings == []
 
 
 def test_places_are_limited_given_back_and_expire(store):

@@ -2,6 +2,11 @@
 
 ``conf/gunicorn.conf.py`` and ``colabhive-mcp serve`` both take their gunicorn settings from
 :func:`gunicorn_settings`, so there is one place that decides workers, threads and timeouts.
+
+``serve``'s workers get their configuration from the process that forks them, as an object: none
+of it goes through the environment, so no secret setting is handed on to whatever process a worker
+or gunicorn may start. Only prometheus_client's directory is put there (it reads nothing else).
+Under plain gunicorn, the workers read the operator's environment (and files) themselves.
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ import threading
 from typing import Any
 
 from ... import tracing
-from ...config import Config, environment
+from ...config import Config
 from ...logs import log
+from ...store import check_runtime_dir
 from .relay import RELAY_DIR
 
 SECRET_ENV = "COLABHIVE_SESSION_SECRET"
+RUNTIME_DIR_ENV = "COLABHIVE_RUNTIME_DIR"
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 SYSTEMD_RUNTIME_ENV = "RUNTIME_DIRECTORY"  # systemd's RuntimeDirectory=
 THREAD_STACK_BYTES = 4 << 20  # half the usual 8 MiB; at 1 MiB, Python 3.13 can crash on deep JSON
@@ -108,11 +115,14 @@ def made_up_secret(config: Config) -> Config:
 
 def prepare_runtime_dir(config: Config) -> Config:
     """The instance's private directory (its store, the cancel relay): the configured one, systemd's
-    ``RuntimeDirectory``, or one made now (mode 0700). Cancel markers are removed at start and exit;
-    the store is kept (its entries expire on their own, and a call kept for a retry survives a restart)."""
+    ``RuntimeDirectory``, or one made now (mode 0700); raises ``ConfigError`` when it is not this
+    user's alone (:func:`colabhive_mcp.store.check_runtime_dir`). Cancel markers are removed at start
+    and exit; the store is kept (its entries expire on their own, and a call kept for a retry survives
+    a restart)."""
     directory = config.runtime_dir or os.environ.get(SYSTEMD_RUNTIME_ENV, "").split(":")[0]  # systemd: the first
     if directory:
         os.makedirs(directory, mode=0o700, exist_ok=True)
+        check_runtime_dir(directory)
         shutil.rmtree(os.path.join(directory, RELAY_DIR), ignore_errors=True)
         _removed_at_exit.append(os.path.join(directory, RELAY_DIR))
     else:
@@ -128,29 +138,37 @@ def remove_runtime_dir(_server: Any = None) -> None:
         shutil.rmtree(_removed_at_exit.pop(), ignore_errors=True)
 
 
-def export(config: Config) -> Config:
-    """Put the configuration where the worker processes will find it: this process's environment."""
+def prepare(config: Config) -> Config:
+    """The directories the workers share, ready before they fork: metrics and the runtime directory."""
     prepare_metrics_dir()
-    config = prepare_runtime_dir(config)
-    os.environ.update(environment(config))
+    return prepare_runtime_dir(config)
+
+
+def export(config: Config) -> Config:
+    """For plain gunicorn (``conf/gunicorn.conf.py``), whose workers load their configuration from
+    the environment as the master did: :func:`prepare`, and tell them the runtime directory (which
+    may have been made now). Nothing else, secrets least of all: they read what the master read."""
+    config = prepare(config)
+    os.environ[RUNTIME_DIR_ENV] = config.runtime_dir or ""
     return config
 
 
 def run_gunicorn(config: Config) -> None:
-    """Serve ``create_app()`` under gunicorn; workers rebuild the config from the environment."""
+    """Serve the app under gunicorn; each worker builds it from ``config``, which it has from the fork."""
     from gunicorn.app.base import BaseApplication
 
-    config = export(config)
+    config = prepare(config)
 
     class Application(BaseApplication):
         def load_config(self) -> None:
             for name, value in gunicorn_settings(config).items():
                 self.cfg.set(name, value)
 
-        def load(self) -> Any:
+        def load(self) -> Any:  # in the worker, after the fork (logs are configured already)
             from .app import create_app
 
-            return create_app()
+            tracing.configure()  # an exporter's thread does not survive a fork
+            return create_app(config)
 
     try:
         Application().run()
