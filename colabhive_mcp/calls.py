@@ -66,7 +66,8 @@ class ToolCall:
         self.started = time.perf_counter()
 
     def answer(self) -> dict[str, Any] | None:
-        """The ``CallToolResult`` (``None`` once cancelled). Raises :class:`KeyRejected`."""
+        """The ``CallToolResult`` (``None`` once cancelled). Raises :class:`KeyRejected`, and whatever
+        unexpected went wrong (the call is recorded with status ``internal_error``)."""
         if self.tool.name == SEARCH_TOOLS:
             found = search(self.catalog.exposed, self.arguments["query"], self.arguments.get("limit", DEFAULT_MATCHES))
             return {"content": [results.text(found)]}
@@ -87,6 +88,9 @@ class ToolCall:
                           invocation_id=exc.invocation_id)
             metrics.ERRORS.labels("gateway").inc()
             result = self._failed(exc)
+        except BaseException:  # a bug, or the process stopping: recorded, and raised as itself for the caller
+            fields["status"] = "internal_error"
+            raise
         finally:
             metrics.IN_FLIGHT.dec()
             self._record(fields)
@@ -112,7 +116,7 @@ class ToolCall:
         invocation_id = self.arguments["invocation_id"]
         invocation, _ = self.tenant.gateway.get_invocation(invocation_id)
         self.target = self.catalog.by_slug.get(invocation.get("action_slug"), self.tool)
-        self.key = self.tenant.calls.follow_up(invocation_id)
+        self.key = self.tenant.calls.follow_up(self.tenant.binding, invocation_id)
         self.recorded = self.key is not None
         wanted = self.arguments.get("wait_s")
         max_wait = self._max_wait(self.tenant.config.poll_max_wait if wanted is None else wanted)
@@ -174,7 +178,8 @@ class ToolCall:
         """The work goes on without this call: a retry of it, or the continuation tool, picks it up."""
         if self.key is not None and invocation_id is not None:
             gateway, context = self.tenant.gateway, contextvars.copy_context()  # its logs' fields, its trace
-            self.tenant.calls.detach(self.key, invocation_id, lambda kept: context.run(cancel_upstream, gateway, kept))
+            self.tenant.calls.detach(self.tenant.binding, self.key, invocation_id,
+                                     lambda kept: context.run(cancel_upstream, gateway, kept))
 
     def _failed(self, exc: GatewayError) -> dict[str, Any]:
         """The answer to a gateway failure: around existing work, the work is kept and named."""
@@ -191,6 +196,7 @@ class ToolCall:
         took = time.perf_counter() - self.started
         fields["latency_ms"] = round(took * 1000, 1)
         log.bind(**fields).info("mcp.tool.invoked")
-        metrics.TOOL_CALLS.labels(metrics.tool_label(self.tool.slug), fields["status"]).inc()
+        named = self.tool.builtin or bool(self.tenant.config.metrics_token)  # who may read /metrics: see metrics
+        metrics.TOOL_CALLS.labels(metrics.tool_label(self.tool.slug, named), fields["status"]).inc()
         metrics.TOOL_LATENCY.observe(took)
         metrics.POLLS.observe(fields.get("polls", 0))

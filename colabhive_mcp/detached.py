@@ -9,6 +9,8 @@ noted too, so that a retry racing its host's cancel waits a moment for the cance
 
 The entries live in the instance store, so a retry may reach any worker of the instance; keys are
 hashes (of the key's binding, the slug and the canonical arguments), values are invocation ids.
+The continuation tool finds a kept call by its invocation id only for the key that made it: another
+key naming that id (whatever the gateway lets it see) neither claims nor ends it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from .logs import log
 from .store import MemoryStore, SqliteStore
 
 CALLS = "calls"  # call key -> {"invocation", "state": running | detached | attached, "token"}
-INVOCATIONS = "invocations"  # invocation id -> call key (for the continuation tool)
+INVOCATIONS = "kept_invocations"  # invocation id -> {"key": call key, "binding": its key's} (continuation tool)
 RACE_S = 2.0  # how long a retry waits for a still-polling identical call to be cut off
 KEPT_S = 60.0  # entries outlive their grace period by this much: the janitor still finds them then
 LOOK_EVERY_S = 0.05
@@ -50,13 +52,13 @@ class DetachedCalls:
         """A call is polling this invocation (a retry arriving now may be its host's)."""
         self.store.put(CALLS, key, {"invocation": invocation_id, "state": "running"}, ttl)
 
-    def detach(self, key: str, invocation_id: str, cancel: Callable[[str], None]) -> None:
+    def detach(self, binding: str, key: str, invocation_id: str, cancel: Callable[[str], None]) -> None:
         """The call's host stopped waiting: keep the work for ``grace`` seconds, then ``cancel`` it
-        unless a retry attached."""
+        unless a retry attached. ``binding``: the calling key's, the only one that may follow it up."""
         token = secrets.token_hex(8)
         self.store.put(CALLS, key, {"invocation": invocation_id, "state": "detached", "token": token},
                        self.grace + KEPT_S)
-        self.store.put(INVOCATIONS, invocation_id, key, self.grace + KEPT_S)
+        self.store.put(INVOCATIONS, invocation_id, {"key": key, "binding": binding}, self.grace + KEPT_S)
         log.bind(invocation_id=invocation_id, grace_s=self.grace).info("call.detached")
         with self._wake:
             heapq.heappush(self._due, (self.clock() + self.grace, key, token, invocation_id, cancel))
@@ -81,10 +83,12 @@ class DetachedCalls:
                 return None  # a deliberate second call while the first still runs: it runs anew
             time.sleep(LOOK_EVERY_S)
 
-    def follow_up(self, invocation_id: str) -> str | None:
-        """The continuation tool follows a kept invocation: it is attached (so the work is not
-        cancelled meanwhile), and its call key returned (``None``: not kept, or no longer)."""
-        key = self.store.get(INVOCATIONS, invocation_id)
+    def follow_up(self, binding: str, invocation_id: str) -> str | None:
+        """The continuation tool of the key ``binding`` follows a kept invocation: it is attached (so
+        the work is not cancelled meanwhile), and its call key returned (``None``: not kept, no longer
+        kept, or kept for another key)."""
+        kept = self.store.get(INVOCATIONS, invocation_id)
+        key = kept["key"] if kept is not None and kept["binding"] == binding else None
         entry = self.store.get(CALLS, key) if key is not None else None
         if entry is None or entry["invocation"] != invocation_id:
             return None

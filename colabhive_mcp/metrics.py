@@ -1,10 +1,17 @@
 """Prometheus metrics, with bounded labels (never a key; tool names capped), correct under
 several gunicorn workers: with ``PROMETHEUS_MULTIPROC_DIR`` set (``serve`` sets it), every
 worker writes its own files and ``/metrics`` adds them up.
+
+A tenant's tool slugs are its own, and without ``metrics_token`` ``/metrics`` answers anyone who
+reaches a loopback bind: every local user. There a tool is labelled by a digest of its slug,
+``sha256:`` and the first 12 hex digits of its SHA-256 (``printf %s SLUG | sha256sum`` finds it;
+each call's log record has the slug), and only the server's own tools by name. With the token set,
+only the operator reads ``/metrics``, and every tool is labelled by its slug.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from typing import Any
@@ -56,14 +63,16 @@ _tools_seen: set[str] = set()
 _lock = threading.Lock()
 
 
-def tool_label(slug: str) -> str:
-    """The slug as a label, while fewer than ``MAX_TOOL_LABELS`` have been seen; ``other`` after."""
-    if slug in _tools_seen:
-        return slug
+def tool_label(slug: str, named: bool) -> str:
+    """A tool's label: its slug when ``named``, else a digest of it; ``other`` once
+    ``MAX_TOOL_LABELS`` have been seen."""
+    label = slug if named else "sha256:" + hashlib.sha256(slug.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    if label in _tools_seen:
+        return label
     with _lock:
         if len(_tools_seen) < MAX_TOOL_LABELS:
-            _tools_seen.add(slug)
-            return slug
+            _tools_seen.add(label)
+            return label
     return "other"
 
 

@@ -5,6 +5,11 @@ A client inside a trace sends ``traceparent`` (and ``tracestate``) in a request'
 gateway on invoke, poll and cancel, and its trace id is logged. With the optional ``otel`` extra
 installed and ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, each request becomes a SERVER span, child of
 the carried context, each gateway request a CLIENT span, and the gateway gets the spans' context.
+
+What a client sends goes into the gateway's request headers, so only the exact W3C shapes are
+carried: a ``traceparent`` of version 00's 55 characters (a later version's extra fields are
+not carried: nothing of any size or alphabet rides along), and a ``tracestate`` of at most 32
+``key=value`` members in at most 512 printable ASCII characters, or none.
 """
 
 from __future__ import annotations
@@ -18,9 +23,13 @@ from typing import Any, Iterator, Mapping
 from .logs import log
 
 KEYS = ("traceparent", "tracestate")
-# version-traceid-parentid-flags, lower-case hex; a future version may add fields after a dash
-_TRACEPARENT = re.compile(r"(?!ff)[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}(-.*)?")
-_TRACESTATE = re.compile(r"[\x20-\x7e]{0,512}")
+# version-traceid-parentid-flags, lower-case hex; version ff and all-zero ids are invalid
+_TRACEPARENT = re.compile(r"(?!ff)[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+# a tracestate list member: a simple or multi-tenant key, "=", a value of printable ASCII but "," and "="
+_MEMBER = re.compile(r"(?:[a-z][a-z0-9_\-*/]{0,255}|[a-z0-9][a-z0-9_\-*/]{0,240}@[a-z][a-z0-9_\-*/]{0,13})"
+                     r"=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]")
+MAX_TRACESTATE_CHARS = 512
+MAX_TRACESTATE_MEMBERS = 32
 
 _headers: ContextVar[dict[str, str]] = ContextVar("colabhive_mcp_trace", default={})
 _tracer: Any = None  # an OpenTelemetry tracer, once enabled
@@ -30,14 +39,21 @@ def carried(source: Mapping[str, Any]) -> dict[str, str]:
     """The valid trace context in ``source`` (a ``_meta`` object or HTTP headers); a malformed
     ``traceparent`` is ignored, and ``tracestate`` means nothing without it."""
     parent = source.get("traceparent")
-    if not isinstance(parent, str) or not _TRACEPARENT.fullmatch(parent) or (
-            parent.startswith("00-") and len(parent) != 55):
+    if not isinstance(parent, str) or not _TRACEPARENT.fullmatch(parent):
         return {}
     found = {"traceparent": parent}
     state = source.get("tracestate")
-    if isinstance(state, str) and state and _TRACESTATE.fullmatch(state):
+    if _valid_state(state):
         found["tracestate"] = state
     return found
+
+
+def _valid_state(state: Any) -> bool:
+    """Whether ``state`` is a ``tracestate`` to carry: 1 to 32 list members (empty ones aside), bounded."""
+    if not isinstance(state, str) or len(state) > MAX_TRACESTATE_CHARS:
+        return False
+    members = [m for m in (m.strip(" ") for m in state.split(",")) if m]
+    return 0 < len(members) <= MAX_TRACESTATE_MEMBERS and all(_MEMBER.fullmatch(m) for m in members)
 
 
 def headers() -> dict[str, str]:

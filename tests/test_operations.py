@@ -1,5 +1,6 @@
 """Operating the hosted server: metrics across gunicorn workers, probes, and the refresh endpoint."""
 
+import hashlib
 import re
 
 import requests
@@ -71,3 +72,20 @@ def test_metrics_on_an_address_others_can_reach_need_the_metrics_token(gateway_s
         assert refused.status_code == 403 and b"metrics_token" in refused.content
     finally:
         server.stop()
+
+
+def test_without_the_metrics_token_a_tenants_slugs_are_not_in_the_metrics(hosted, sandbox):
+    """Any local user may read /metrics on a loopback bind without the token: a tenant's private
+    slug shows there only as a digest (the server's own tools keep their names)."""
+    key, slug = "hive_private_tenant_0001", "acme-payroll-export-7f3a"
+    sandbox.add_key(key)
+    sandbox.add_action({"name": slug, "description": "private", "inputSchema": {"type": "object"}}, [key])
+    called = modern(hosted.url, "tools/call", {"name": slug, "arguments": {}}, key=key).json()
+    assert not called["result"].get("isError"), called
+    modern(hosted.url, "tools/call", {"name": "colabhive__wait_for_result", "arguments": {"invocation_id": "inv_x"}},
+           key=key)
+    text = requests.get(hosted.root + "/metrics", timeout=10).text
+    assert slug not in text and "acme" not in text
+    digest = "sha256:" + hashlib.sha256(slug.encode()).hexdigest()[:12]
+    assert metric(text, "mcp_tool_calls_total", tool=digest, status="succeeded") == 1
+    assert metric(text, "mcp_tool_calls_total", tool="colabhive__wait_for_result") >= 1

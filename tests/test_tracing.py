@@ -26,15 +26,24 @@ PARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
 STATE = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
 
 
-@pytest.mark.parametrize("parent, carried", [
-    (PARENT, True),
-    (f"01-{TRACE_ID}-00f067aa0ba902b7-01-what-a-future-version-adds", True),
-    (PARENT.upper(), False),  # lower-case hex only
-    (f"00-{'0' * 32}-00f067aa0ba902b7-01", False),  # an invalid trace id
-    (f"00-{TRACE_ID}-{'0' * 16}-01", False),  # an invalid parent id
-    (f"ff-{TRACE_ID}-00f067aa0ba902b7-01", False),  # version ff is forbidden
-    (PARENT + "-extra", False),  # version 00 has exactly four fields
-    ("00-4bf9-00f0-01", False),
+FUTURE = f"01-{TRACE_ID}-00f067aa0ba902b7-01"  # a later version, in version 00's shape
+MALFORMED = [  # none of them may reach the gateway's request headers
+    FUTURE + "-what-a-future-version-adds",  # only the exact shape is carried, whatever the version
+    FUTURE + "-" + "x" * 100_000,
+    FUTURE + "-\x01\x7f\x1b[2J",  # control bytes
+    FUTURE + "-caf\xe9",  # latin-1
+    PARENT + "\x00",
+    PARENT + "\n",
+    PARENT.upper(),  # lower-case hex only
+    f"00-{'0' * 32}-00f067aa0ba902b7-01",  # an invalid trace id
+    f"00-{TRACE_ID}-{'0' * 16}-01",  # an invalid parent id
+    f"ff-{TRACE_ID}-00f067aa0ba902b7-01",  # version ff is forbidden
+    PARENT + "-extra",
+    "00-4bf9-00f0-01",
+]
+
+
+@pytest.mark.parametrize("parent, carried", [(PARENT, True), (FUTURE, True)] + [(p, False) for p in MALFORMED] + [
     (7, False), (None, False), ({"traceparent": PARENT}, False),
 ])
 def test_only_a_well_formed_traceparent_is_carried(parent, carried):
@@ -42,9 +51,21 @@ def test_only_a_well_formed_traceparent_is_carried(parent, carried):
     assert found == ({"traceparent": parent, "tracestate": STATE} if carried else {})
 
 
-def test_tracestate_is_carried_only_when_printable_and_bounded():
-    assert tracing.carried({"traceparent": PARENT, "tracestate": "a=1\r\nX-Injected: 1"}) == {"traceparent": PARENT}
-    assert tracing.carried({"traceparent": PARENT, "tracestate": "a" * 513}) == {"traceparent": PARENT}
+@pytest.mark.parametrize("state, carried", [
+    (STATE, True),
+    (" congo=t61rcWkgMzE , , rojo=00f067aa0ba902b7", True),  # optional spaces, an empty member
+    ("tenant@vendor=a b c", True),  # a multi-tenant key; a value may hold spaces
+    (",".join(f"k{i}=v" for i in range(32)), True),
+    (",".join(f"k{i}=v" for i in range(33)), False),  # at most 32 members
+    ("a=" + "v" * 255 + ",b=" + "v" * 255, False),  # at most 512 characters
+    ("a=1\r\nX-Injected: 1", False),
+    ("a=\x01", False), ("a=caf\xe9", False), ("a=1\t", False),  # printable ASCII only
+    ("a" * 513, False), ("no-equals-sign", False), ("Upper=1", False), ("a=", False), ("a=1=2", False),
+    ("", False), (",", False), (7, False),
+])
+def test_tracestate_is_carried_only_when_well_formed_and_bounded(state, carried):
+    found = tracing.carried({"traceparent": PARENT, "tracestate": state})
+    assert found == ({"traceparent": PARENT, "tracestate": state} if carried else {"traceparent": PARENT})
     assert tracing.carried({"tracestate": STATE}) == {}
 
 
@@ -69,6 +90,22 @@ def test_untraced_and_malformed_requests_send_no_trace_context(hosted, sandbox, 
     modern(hosted.url, "tools/call", {"name": "echo", "arguments": {"text": "c"},
                                       "_meta": {"traceparent": "00-not-a-trace-01"}})
     assert [e["traceparent"] for e in journal("invoke")] == [PARENT] + [None] * 5
+
+
+def test_no_malformed_trace_context_reaches_the_gateway(hosted, sandbox, journal):
+    for parent in MALFORMED:
+        answer = modern(hosted.url, "tools/call", {"name": "echo", "arguments": {"text": "a"},
+                                                    "_meta": {"traceparent": parent, "tracestate": STATE}})
+        assert answer.status_code == 200, answer.text
+    headers = (FUTURE + "-caf\xe9", FUTURE + "-" + "x" * 4000, PARENT.upper(), f"ff-{TRACE_ID}-00f067aa0ba902b7-01")
+    for parent in headers:  # (gunicorn itself refuses control bytes in a header)
+        answer = modern(hosted.url, "tools/call", {"name": "echo", "arguments": {"text": "b"}},
+                        traceparent=parent, tracestate=STATE)
+        assert answer.status_code == 200, answer.text
+    modern(hosted.url, "tools/call", {"name": "echo", "arguments": {"text": "c"}},
+           traceparent=PARENT, tracestate="a=\xe9," + STATE)
+    sent = traced(journal("invoke"))
+    assert sent == [("invoke", None, None)] * (len(MALFORMED) + len(headers)) + [("invoke", PARENT, None)]
 
 
 def test_the_http_header_is_carried_for_a_legacy_session_up_to_the_cancel(hosted, sandbox, journal):

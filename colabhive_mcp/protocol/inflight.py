@@ -51,6 +51,11 @@ class InFlight:
         with self._lock:
             self._running.pop(key, None)
 
+    def running(self, key: tuple[str, Any]) -> bool:
+        """Whether the request runs in this process."""
+        with self._lock:
+            return key in self._running
+
     def cancel(self, key: tuple[str, Any], reason: str | None) -> None:
         """Cancel a request in flight, saying why; one not seen yet is remembered for when it arrives."""
         with self._lock:

@@ -50,7 +50,7 @@ class McpApp:
         sessions = SessionCodec(self.core.context.secret, config.session_max_age)
         streams = Streams(config, EventStore() if resumable else None)
         relay = CancelRelay(os.path.join(config.runtime_dir, RELAY_DIR),
-                            self.core.cancel_relayed) if config.runtime_dir else None
+                            self.core.cancel_relayed, self.core.running) if config.runtime_dir else None
         admission = Admission(config, self.tenancy.limits)
         self.streamable = Streamable(self.core, config, self.tenancy, admission, streams, sessions, relay)
         self.legacy_sse = LegacySse(self.core, self.tenancy, admission, streams, sessions)
