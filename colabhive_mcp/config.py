@@ -198,8 +198,17 @@ class Config:
         "streams, waits); past it, 503 with Retry-After (default: http_threads less a quarter, kept for short "
         "requests and health checks)", env="COLABHIVE_HTTP_LONG_REQUESTS", example=1536)
     cold_fetches_per_minute: int = _setting(
-        300, number(int, 0, 1_000_000), "HTTP: keys not in the pool the instance checks with the gateway per "
-        "minute; past it, 503 with Retry-After (0: no limit)", env="COLABHIVE_COLD_FETCHES_PER_MINUTE")
+        1200, number(int, 0, 1_000_000), "HTTP: keys the instance has not seen that it checks with the gateway "
+        "per minute, from all addresses; past it, 503 with Retry-After (0: no limit)",
+        env="COLABHIVE_COLD_FETCHES_PER_MINUTE")
+    rejected_keys_per_minute: int = _setting(
+        20, number(int, 0, 1_000_000), "HTTP: keys the gateway rejected that one client address (an IPv6 /64) "
+        "may send per minute; past it, its new keys get 429 with Retry-After, unchecked (0: no limit)",
+        env="COLABHIVE_REJECTED_KEYS_PER_MINUTE")
+    accepted_key_ttl: float = _setting(
+        7 * 86400.0, number(float, 0, 365 * 86400), "HTTP: seconds a key the gateway accepted is remembered (as a "
+        "hash, across restarts), so that it returns without waiting for the new-key budgets; the gateway still "
+        "checks it", env="COLABHIVE_ACCEPTED_KEY_TTL")
     pool_size: int = _setting(
         64, number(int, 1, 100000), "HTTP: tenants (API keys) kept warm per worker", env="COLABHIVE_POOL_SIZE")
     http_workers: int = _setting(
@@ -245,21 +254,6 @@ class Config:
 
 
 SETTINGS: tuple[dataclasses.Field, ...] = dataclasses.fields(Config)
-
-
-def environment(config: Config) -> dict[str, str]:
-    """The environment variables that reproduce ``config`` (how worker processes inherit it)."""
-    env = {}
-    for f in SETTINGS:
-        value = getattr(config, f.name)
-        if value is None or not f.metadata["env"]:
-            continue
-        if isinstance(value, tuple):
-            value = ",".join(v if isinstance(v, str) else f"{v[0]}={v[1]:g}" for v in value)
-        elif isinstance(value, bool):
-            value = "true" if value else "false"
-        env[f.metadata["env"]] = str(value)
-    return env
 
 
 @dataclass(frozen=True)

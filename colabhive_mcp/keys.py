@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from dataclasses import dataclass, field
+
+# What a key can look like: an RFC 6750 bearer token (token68) of bounded length. Anything else is
+# refused before the gateway is asked; conf/nginx/colabhive-mcp.conf buckets exactly these tokens.
+MIN_KEY_CHARS, MAX_KEY_CHARS = 8, 255
+_KEY_SHAPE = re.compile(r"(?=[A-Za-z0-9._~+/-]+=*\Z)[A-Za-z0-9._~+/=-]{%d,%d}\Z" % (MIN_KEY_CHARS, MAX_KEY_CHARS))
 
 
 @dataclass(frozen=True)
@@ -22,6 +28,11 @@ class ApiKey:
     @classmethod
     def of(cls, secret: str) -> ApiKey:
         return _derived(secret)
+
+
+def well_formed(secret: str) -> bool:
+    """Whether ``secret`` has a key's shape: 8 to 255 characters of a bearer token's alphabet."""
+    return _KEY_SHAPE.match(secret) is not None
 
 
 @functools.lru_cache(maxsize=1024)  # the keys of recent requests, as the tenant pool holds them

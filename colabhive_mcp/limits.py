@@ -1,5 +1,6 @@
 """Limits that hold across an instance: per API key (calls running, calls started in the last minute,
-streams and waits held open) and per instance (keys checked with the gateway per minute).
+streams and waits held open), per client address (keys it sent that the gateway rejected, in the
+last minute) and per instance (keys checked with the gateway per minute).
 
 They are counted in the instance store (what is held, in its shared counts), so a tenant's eviction
 does not reset them and every worker of the instance sees the same counts (stdio and a single
@@ -9,28 +10,36 @@ process count in memory). Each refusal says which limit it hit and when to try a
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Iterator
 
 from .config import Config
+from .keys import KeyRejected
 from .store import MemoryStore, SqliteStore
 
-CALLS, STARTED, HELD, COLD = "calls", "started", "held", "cold"
+CALLS, STARTED, HELD, COLD, REFUSED = "calls", "started", "held", "cold", "refused-keys"
 BUSY_RETRY_S = 5.0  # what to tell a caller refused for a place that frees when some work ends
+CHECKS_PER_ADDRESS = 8  # keys of one client address this process checks with the gateway at once
+CHECK_QUEUE_S = 10.0  # how long a new key waits for one of those
 
 
 class LimitReached(Exception):
-    """A limit is full: the message names it, ``retry_after`` says when a place may be free."""
+    """A limit is full: the message names it, ``retry_after`` says when a place may be free, and
+    ``status`` whose limit it is, as HTTP says it (429: the client's own, 503: the server's)."""
 
-    def __init__(self, message: str, retry_after: float) -> None:
+    def __init__(self, message: str, retry_after: float, status: int = 503) -> None:
         super().__init__(message)
         self.message = message
         self.retry_after = max(1.0, retry_after)
+        self.status = status
 
 
 class Limits:
     def __init__(self, config: Config, store: MemoryStore | SqliteStore | None = None) -> None:
         self.config = config
         self.store = store or MemoryStore()
+        self._checking: dict[str, tuple[threading.BoundedSemaphore, int]] = {}  # address -> (its checks, waiters)
+        self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def call(self, digest: str) -> Iterator[None]:
@@ -53,13 +62,60 @@ class Limits:
             f"This API key already holds {limit} streams and waits open (the limit is {limit}); close one, "
             "or try again later.", BUSY_RETRY_S * 6))
 
-    def cold_fetch(self) -> None:
-        """One more key checked with the gateway (a manifest fetched for a key not in the pool), within
-        ``cold_fetches_per_minute`` for the instance; raises :class:`LimitReached`."""
-        per_minute = self.config.cold_fetches_per_minute
-        if per_minute and self.store.take(COLD, "instance", per_minute, 60.0) is None:
-            raise LimitReached("This server is checking too many new API keys right now; try again shortly.",
-                               self.store.next_free(COLD, "instance"))
+    @contextlib.contextmanager
+    def new_key(self, address: str) -> Iterator[None]:
+        """The gateway's check of a key the instance does not know, sent from ``address`` (see
+        :func:`colabhive_mcp.transports.http.wire.client_address`); raises :class:`LimitReached`.
+
+        Only keys the gateway rejects count against their address (``rejected_keys_per_minute``, 429
+        past it), so made-up keys lock out nobody but their sender, and any number of real keys from
+        one address are served. The instance checks at most ``cold_fetches_per_minute`` new keys in
+        all (503 past it); each process checks :data:`CHECKS_PER_ADDRESS` of one address at once,
+        the others waiting their turn."""
+        with self._turn(address):
+            per_address, per_minute = self.config.rejected_keys_per_minute, self.config.cold_fetches_per_minute
+            if per_address and not self._room(REFUSED, address, per_address):
+                wait = self.store.next_free(REFUSED, address)
+                raise LimitReached(f"Your address sent {per_address} API keys that ColabHive rejected in the last "
+                                   f"minute (the limit); try again in {wait:.0f} s with a valid key.", wait, 429)
+            if per_minute and self.store.take(COLD, "instance", per_minute, 60.0) is None:
+                raise LimitReached("This server is checking too many new API keys right now; try again shortly.",
+                                   self.store.next_free(COLD, "instance"))
+            try:
+                yield
+            except KeyRejected:
+                if per_address:
+                    self.store.take(REFUSED, address, per_address, 60.0)
+                raise
+
+    def _room(self, space: str, key: str, limit: int) -> bool:
+        """Whether a place under ``key`` is free now (taken and given back at once)."""
+        place = self.store.take(space, key, limit, 60.0)
+        if place is not None:
+            self.store.give_back(space, key, place)
+        return place is not None
+
+    @contextlib.contextmanager
+    def _turn(self, address: str) -> Iterator[None]:
+        """One of this process's :data:`CHECKS_PER_ADDRESS` checks for ``address`` (waiting for it)."""
+        with self._lock:
+            gate, waiting = self._checking.get(address) or (threading.BoundedSemaphore(CHECKS_PER_ADDRESS), 0)
+            self._checking[address] = (gate, waiting + 1)
+        try:
+            if not gate.acquire(timeout=CHECK_QUEUE_S):
+                raise LimitReached("This server is checking many new API keys from your address; try again "
+                                   "shortly.", BUSY_RETRY_S)
+            try:
+                yield
+            finally:
+                gate.release()
+        finally:
+            with self._lock:
+                gate, waiting = self._checking[address]
+                if waiting == 1:
+                    del self._checking[address]
+                else:
+                    self._checking[address] = (gate, waiting - 1)
 
     @contextlib.contextmanager
     def _place(self, space: str, digest: str, limit: int, refusal: LimitReached) -> Iterator[None]:

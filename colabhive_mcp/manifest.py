@@ -50,7 +50,12 @@ class Manifest:
 
 
 class ManifestError(Exception):
-    """No manifest can be served (the gateway failed and there is no copy to fall back on)."""
+    """No manifest can be served (the gateway failed and there is no copy to fall back on);
+    ``retry_after``: when the gateway said to ask again, if it did."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class InstanceCopy:
@@ -253,7 +258,7 @@ class ManifestCache:
             self._expires = 0.0
             log.bind(error=exc.message, status=exc.status, tenant=self.gateway.key_id).warning("manifest.unavailable")
             metrics.MANIFEST.labels("error").inc()
-            raise ManifestError(f"cannot load the tool manifest: {exc.message}") from exc
+            raise ManifestError(f"cannot load the tool manifest: {exc.message}", exc.retry_after) from exc
         log.bind(error=exc.message, status=exc.status, etag=current.etag,
                  tenant=self.gateway.key_id).warning("manifest.stale")
         metrics.MANIFEST.labels("stale").inc()

@@ -1,11 +1,14 @@
 """The hosted mode's tenants: a thread-safe LRU of :class:`Tenant` objects keyed by key hash.
 
 A tenant is only a warm cache (gateway session, manifest): any worker can rebuild it from the
-request's key. A key enters the pool only once the gateway has accepted it, so made-up keys
-never evict real tenants; a rejected key is remembered for ``rejected_key_ttl`` seconds and
-refused without asking the gateway again; keys are checked at most ``cold_fetches_per_minute``
-times a minute per instance (:class:`LimitReached` past that). Eviction never breaks a call in
-flight: a tenant is closed only once it is both evicted and no longer used.
+request's key. A key enters the pool only once the gateway has said yes to it (a gateway that
+cannot say is :class:`LimitReached`, and admits nobody), so made-up keys never evict real
+tenants; a rejected key is remembered for ``rejected_key_ttl`` seconds and refused without asking
+the gateway again. A key the instance has not seen is checked within the new-key budgets
+(:meth:`Limits.new_key`: per client address, per instance); one the gateway accepted is remembered
+for ``accepted_key_ttl`` (as its hash, in the instance store, across restarts) and comes back
+without them. Eviction never breaks a call in flight: a tenant is closed only once it is both
+evicted and no longer used.
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ from cachetools import LRUCache
 from . import metrics
 from .config import Config
 from .keys import ApiKey, KeyRejected
-from .limits import Limits
+from .limits import LimitReached, Limits
 from .logs import log
-from .manifest import InstanceCopy
 from .store import MemoryStore, SqliteStore
 from .tenant import Tenant
 
 REJECTED = "rejected"  # key digest -> the gateway's refusal, for rejected_key_ttl seconds
+ACCEPTED = "accepted"  # key digest -> the gateway accepted it, for accepted_key_ttl seconds
 RECHECK_S = 1.0
 
 
@@ -46,7 +49,7 @@ class _Admission:
     def __init__(self) -> None:
         self.done = threading.Event()
         self.slot: _Slot | None = None
-        self.rejected: KeyRejected | None = None
+        self.failure: KeyRejected | LimitReached | None = None  # the gateway's no, or why it could not say
 
 
 class _EvictingLRU(LRUCache):
@@ -66,8 +69,8 @@ class TenantPool:
     def __init__(self, config: Config, size: int | None = None,
                  factory: Callable[[Config, ApiKey], Tenant] = Tenant, store: MemoryStore | SqliteStore | None = None,
                  limits: Limits | None = None) -> None:
-        """``store``: where rejected keys are remembered, ``limits``: where keys checked are counted
-        (the instance's, so every worker knows)."""
+        """``store``: where the gateway's verdicts on keys are remembered, ``limits``: where keys
+        checked are counted (the instance's, so every worker knows)."""
         self.config = config
         self.factory = factory
         self.store = store or MemoryStore()
@@ -81,12 +84,12 @@ class TenantPool:
             return len(self._slots)
 
     @contextlib.contextmanager
-    def tenant(self, key: ApiKey) -> Iterator[Tenant]:
-        """The key's tenant, held for the duration of the ``with`` block. Raises
-        :class:`KeyRejected` for a key the gateway refused (now, or a short while ago), and
-        :class:`LimitReached` when a new key cannot be checked now."""
+    def tenant(self, key: ApiKey, address: str = "") -> Iterator[Tenant]:
+        """The key's tenant, held for the duration of the ``with`` block; ``address``: the client's,
+        as the new-key budgets count it. Raises :class:`KeyRejected` for a key the gateway refused
+        (now, or a short while ago), and :class:`LimitReached` when a new key cannot be checked now."""
         digest = key.digest
-        slot = self._take(digest, key)
+        slot = self._take(digest, key, address)
         try:
             yield slot.tenant
         finally:
@@ -101,6 +104,11 @@ class TenantPool:
             if close:
                 slot.tenant.close()
 
+    def refusal(self, key: ApiKey) -> KeyRejected | None:
+        """The gateway's refusal of ``key`` when it rejected the key lately (asks nobody)."""
+        rejected = self.store.get(REJECTED, key.digest)
+        return None if rejected is None else KeyRejected(rejected["status"], rejected["detail"])
+
     def _drop(self, digest: str, slot: _Slot) -> None:
         """Called under the lock: the slot leaves the pool (closed once its last user is done)."""
         if self._slots.get(digest) is slot:
@@ -108,7 +116,7 @@ class TenantPool:
             slot.evicted = True
             metrics.TENANTS.set(len(self._slots))
 
-    def _take(self, digest: str, key: ApiKey) -> _Slot:
+    def _take(self, digest: str, key: ApiKey, address: str) -> _Slot:
         """The resident slot (one more user), or a new one once the gateway accepts the key. The
         instance's rejected keys are looked at for a new key, and at most every ``RECHECK_S`` for a
         resident one (another worker may have seen its key rejected)."""
@@ -117,7 +125,7 @@ class TenantPool:
             if slot is not None and time.monotonic() - slot.checked < RECHECK_S:
                 slot.users += 1
                 return slot
-        rejected = self.store.get(REJECTED, digest)
+        rejected = self.refusal(key)
         with self._lock:
             slot = self._slots.get(digest)
             if rejected is not None:
@@ -136,17 +144,20 @@ class TenantPool:
         if rejected is not None:
             if idle:
                 slot.tenant.close()
-            raise KeyRejected(rejected["status"], rejected["detail"])
+            raise rejected
         if not first:
             admission.done.wait()
-            if admission.rejected is not None:
-                raise admission.rejected
-            return self._take(digest, key)  # admitted (or evicted since): look again
+            if admission.failure is not None:
+                raise admission.failure
+            return self._take(digest, key, address)  # admitted (or evicted since): look again
         try:
-            admission.slot = self._admit(key)
+            admission.slot = self._admit(key, address)
         except KeyRejected as exc:
-            admission.rejected = exc
+            admission.failure = exc
             self._remember(digest, exc)
+            raise
+        except LimitReached as exc:
+            admission.failure = exc
             raise
         finally:
             with self._lock:
@@ -160,19 +171,28 @@ class TenantPool:
         return admission.slot
 
     def _remember(self, digest: str, rejected: KeyRejected) -> None:
+        self.store.delete(ACCEPTED, digest)
         if self.config.rejected_key_ttl:
             self.store.put(REJECTED, digest, {"status": rejected.status, "detail": rejected.detail},
                            self.config.rejected_key_ttl)
 
-    def _admit(self, key: ApiKey) -> _Slot:
-        if not InstanceCopy(self.store, key.digest).known():  # a key the gateway accepted lately is not new
-            self.limits.cold_fetch()
+    def _admit(self, key: ApiKey, address: str) -> _Slot:
+        """A tenant for ``key`` once the gateway says yes: at once for a key it accepted before,
+        else within the new-key budgets."""
+        if self.store.get(ACCEPTED, key.digest) is not None:
+            return self._verified(key)
+        with self.limits.new_key(address):
+            return self._verified(key)
+
+    def _verified(self, key: ApiKey) -> _Slot:
         tenant = self.factory(self.config, key)
         try:
             tenant.verify()
-        except KeyRejected:
+        except BaseException:
             tenant.close()
             raise
+        if self.config.accepted_key_ttl:
+            self.store.put(ACCEPTED, key.digest, True, self.config.accepted_key_ttl)
         return _Slot(tenant)
 
     def _evicted(self, slot: _Slot) -> None:

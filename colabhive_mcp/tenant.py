@@ -7,6 +7,7 @@ gateway or its manifest: it starts, follows and stops work, revalidates and watc
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any, Callable
 
@@ -18,7 +19,7 @@ from .gateway import Gateway, GatewayError
 from .keys import ApiKey, KeyRejected
 from .invocation import Backoff, follow
 from .instance import Instance
-from .limits import LimitReached
+from .limits import BUSY_RETRY_S, LimitReached
 from .logs import log
 from .manifest import InstanceCopy, Manifest, ManifestCache, ManifestError, load_snapshot
 from .policy import Policy
@@ -74,12 +75,14 @@ class Tenant:
 
     def verify(self) -> None:
         """Ask the gateway whether it accepts this key (by fetching the manifest, which is then
-        cached): raises :class:`KeyRejected` if not. A gateway that cannot be reached says nothing
-        about the key, so that passes."""
+        cached): raises :class:`KeyRejected` if not, and :class:`LimitReached` when it cannot tell
+        now (it fails, or limits the manifest's route). A last good copy of this key's manifest
+        (the gateway's yes within the hour) is a yes."""
         try:
             self.manifest.get()
-        except ManifestError:
-            pass
+        except ManifestError as exc:
+            raise LimitReached(f"ColabHive cannot check this API key just now ({exc}); try again shortly.",
+                               exc.retry_after or BUSY_RETRY_S) from exc
 
     def revalidate(self) -> Manifest:
         """The manifest, asked of the gateway now (e.g. after an action was published). Raises
@@ -106,11 +109,32 @@ class Tenant:
     # -- work the caller follows itself (tasks) ----------------------------------------------------
 
     def start(self, tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Start the tool's work without waiting for it; the invocation. Raises :class:`Unreachable`."""
+        """Start the tool's work without waiting for it; the invocation. It counts against the key's
+        limits as a call does (started this minute, and running until the work ends upstream, which
+        a thread of this process follows for as long as the tool's call would wait). Raises
+        :class:`LimitReached` and :class:`Unreachable`."""
+        place = contextlib.ExitStack()
+        place.enter_context(self.limits.call(self.digest))
         try:
-            return self.gateway.invoke(tool.slug, arguments, sync=False)
+            invocation = self.gateway.invoke(tool.slug, arguments, sync=False)
         except GatewayError as exc:
+            place.close()
             raise Unreachable(results.gateway_failure(tool.name, exc)) from None
+        except BaseException:
+            place.close()
+            raise
+        threading.Thread(target=self._hold_while_running, args=(invocation, place, self.max_wait(tool.entry)),
+                         name="mcp-task-place", daemon=True).start()
+        return invocation
+
+    def _hold_while_running(self, invocation: dict[str, Any], place: contextlib.ExitStack, max_wait: float) -> None:
+        """Give the task's place back once its work ends upstream (or stops answering, or outlives
+        ``max_wait``)."""
+        with place:
+            try:
+                follow(self.gateway, invocation, cancelled=threading.Event(), max_wait=max_wait, backoff=self.backoff)
+            except (GatewayError, KeyRejected):
+                pass
 
     def invocation(self, invocation_id: str) -> dict[str, Any] | None:
         """The invocation as it stands; ``None`` when this key cannot see it. Raises :class:`Unreachable`."""

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import requests
+from requests.adapters import HTTPAdapter
 
 CONF = Path(__file__).resolve().parent.parent / "conf" / "gunicorn.conf.py"
 SECRET = "test-secret-0123456789abcdef0123456789abcdef"
@@ -34,6 +35,25 @@ def log_events(text, name):
         if isinstance(event, dict) and event.get("event") == name:
             found.append(event)
     return found
+
+
+class SourceAdapter(HTTPAdapter):
+    """Connections from one local address."""
+
+    def __init__(self, address, **kwargs):
+        self.address = address
+        super().__init__(pool_maxsize=64, **kwargs)
+
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, source_address=(self.address, 0), **kwargs)
+
+
+def client(address):
+    """A requests session whose connections come from ``address`` (127.0.0.2 …: another client of
+    loopback, as the server's budgets per client address see it)."""
+    session = requests.Session()
+    session.mount("http://", SourceAdapter(address))
+    return session
 
 
 def free_port():

@@ -6,6 +6,7 @@ The binary is the one on PATH, else Debian's package fetched once with ``apt-get
 unpacked into .cache/nginx (no root needed, nothing installed system-wide).
 """
 
+import re
 import shutil
 import subprocess
 import sys
@@ -49,7 +50,8 @@ def binary() -> str:
 class Nginx:
     """nginx in front of ``upstreams`` (HOST:PORT of colabhive-mcp servers); ``url`` is its /mcp."""
 
-    def __init__(self, upstreams: list[str]) -> None:
+    def __init__(self, upstreams: list[str], ipv6: bool = False) -> None:
+        """``ipv6``: listen on every IPv6 address of the machine too (the same port)."""
         self.directory = Path(tempfile.mkdtemp(prefix="colabhive-nginx-"))
         self.port = int(free_address().rsplit(":", 1)[1])
         self.root = f"https://localhost:{self.port}"
@@ -59,8 +61,12 @@ class Nginx:
                         "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", str(self.directory / "key.pem"),
                         "-out", str(self.directory / "cert.pem")], check=True, capture_output=True, timeout=60)
         site = self.directory / "site.conf"
-        site.write_text(render_site(upstreams, f"127.0.0.1:{self.port}", self.directory,
-                                    tls=(self.cert, str(self.directory / "key.pem"))))
+        text = render_site(upstreams, f"127.0.0.1:{self.port}", self.directory,
+                           tls=(self.cert, str(self.directory / "key.pem")))
+        if ipv6:
+            text = re.sub(rf"\n(\s*)listen 127\.0\.0\.1:{self.port} ssl",
+                          lambda m: f"\n{m[1]}listen [::]:{self.port} ssl;" + m[0], text)
+        site.write_text(text)
         (self.directory / "nginx.conf").write_text(nginx_conf(self.directory, site))
         self.command = [binary(), "-p", str(self.directory), "-c", str(self.directory / "nginx.conf")]
         self.process: subprocess.Popen | None = None
@@ -84,6 +90,10 @@ class Nginx:
     def access_log(self) -> str:
         path = self.directory / "access.log"
         return path.read_text() if path.exists() else ""
+
+    def error_log(self) -> str:
+        path = self.directory / "error.log"
+        return path.read_text(errors="replace") if path.exists() else ""
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -13,7 +13,7 @@ from colabhive_mcp.config import Config
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 from colabhive_mcp.transports.http.admission import long_request_places
 
-from .http_server import HttpServer
+from .http_server import HttpServer, client
 from .test_http import MODERN, modern, post, rpc
 
 SSE_ACCEPT = {"Accept": "text/event-stream"}
@@ -28,9 +28,9 @@ def server(url, *args, **env):
         running.stop()
 
 
-def open_sse(server, key):
+def open_sse(server, key, session=requests):
     """``GET /sse``: the open response (read its first bytes to see it was admitted) or the refusal."""
-    response = requests.get(server.root + "/sse", headers={**SSE_ACCEPT, "Authorization": f"Bearer {key}"},
+    response = session.get(server.root + "/sse", headers={**SSE_ACCEPT, "Authorization": f"Bearer {key}"},
                             stream=True, timeout=30)
     if response.status_code == 200:
         assert next(response.iter_content(None)).startswith(b"event: endpoint")
@@ -76,9 +76,12 @@ def health_time(server):
 
 
 def test_a_worker_keeps_threads_for_short_requests_whatever_holds_the_others(gateway_sandbox, sandbox, journal):
+    holders = [DEMO_KEY, "hive_holder_one_0123", "hive_holder_two_0123"]  # each key gets its share of the 3
+    for key in holders[1:]:
+        sandbox.add_key(key)
     with server(gateway_sandbox.url, "--http-workers", "1", http_threads=8, http_long_requests=3) as one:
         with concurrent.futures.ThreadPoolExecutor(3) as pool:
-            held = [pool.submit(call, one, DEMO_KEY, 4) for _ in range(3)]
+            held = [pool.submit(call, one, key, 4) for key in holders]
             wait_for(lambda: len(journal("invoke")) == 3)
             refused = call(one, DEMO_KEY_B, 0)
             assert refused.status_code == 503 and refused.headers["Retry-After"] == "5"
@@ -146,6 +149,26 @@ def test_keys_the_gateway_accepted_lately_are_not_counted_as_new(gateway_sandbox
         assert rpc(two.url, "tools/list", key="hive_junk_new").status_code == 503  # the two checks went to them
 
 
+def test_greedy_keys_leave_a_share_for_a_modest_one(gateway_sandbox, sandbox):
+    """Three keys, each within its own limits (32 calls), ask for every long-request place of a worker
+    of 64 threads (48 places): each gets a share that shrinks as the worker fills (24, 12, 6), so a
+    fourth key's calls are still served."""
+    greedy = [f"hive_greedy_{i}_0123456789" for i in range(3)]
+    for key in greedy:
+        sandbox.add_key(key)
+    with server(gateway_sandbox.url, "--http-workers", "1", http_threads=64) as one:
+        with concurrent.futures.ThreadPoolExecutor(96) as pool:
+            held = [pool.submit(call, one, key, 6) for key in greedy for _ in range(32)]
+            time.sleep(2)
+            modest = list(pool.map(lambda _: call(one, DEMO_KEY_B, 0), range(3)))
+            answers = [h.result() for h in held]
+    assert [m.status_code for m in modest] == [200] * 3, [m.text[:300] for m in modest]
+    served = [a for a in answers if a.status_code == 200]
+    refused = [a for a in answers if a.status_code == 429]
+    assert len(served) + len(refused) == 96 and len(served) <= 45, len(served)
+    assert all(a.headers["Retry-After"] and "its share" in a.text for a in refused)
+
+
 def test_a_2024_session_has_a_bounded_backlog(gateway_sandbox, sandbox):
     from colabhive_mcp.transports.http.legacy_sse import MESSAGE_BACKLOG
 
@@ -172,13 +195,15 @@ def test_a_2024_session_has_a_bounded_backlog(gateway_sandbox, sandbox):
 
 def test_abuse_at_default_settings(gateway_sandbox, sandbox, journal):
     """160 held streams with made-up keys, then 160 with one greedy real key: another tenant is served
-    in seconds and /healthz in under a second; one unknown key 20 times, and 100 junk keys: all 401,
-    the gateway asked little, a warm tenant's manifest not fetched again."""
+    in seconds and /healthz in under a second; one unknown key 20 times, and 100 junk keys (each from
+    its own address): the gateway asked little, a warm tenant's manifest not fetched again."""
     with server(gateway_sandbox.url, pool_size=8) as default:  # 2 workers x 2048 threads, limits at their defaults
         assert modern(default.url, "tools/list", key=DEMO_KEY_B).status_code == 200  # a warm tenant
         with concurrent.futures.ThreadPoolExecutor(160) as pool:
-            made_up = list(pool.map(lambda i: open_sse(default, f"hive_made_up_{i}"), range(160)))
-            assert {r.status_code for r in made_up} == {401}
+            forger = client("127.0.0.2")
+            made_up = list(pool.map(lambda i: open_sse(default, f"hive_made_up_{i}", forger), range(160)))
+            statuses = [r.status_code for r in made_up]
+            assert set(statuses) == {401, 429} and statuses.count(401) <= 20 + 2 * 8  # the address's budget
             greedy = list(pool.map(lambda _: open_sse(default, DEMO_KEY), range(160)))
             statuses = [r.status_code for r in greedy]
             assert statuses.count(200) == 8 and statuses.count(429) == 152, statuses  # tenant_max_streams
@@ -190,8 +215,10 @@ def test_abuse_at_default_settings(gateway_sandbox, sandbox, journal):
         before = len(journal("manifest"))
         unknown = [rpc(default.url, "tools/list", key="hive_unknown_one").status_code for _ in range(20)]
         assert unknown == [401] * 20 and len(journal("manifest")) - before <= 3
+        before = len(journal("manifest"))
         junk = [rpc(default.url, "tools/list", key=f"hive_junk_{i}").status_code for i in range(100)]
-        assert junk == [401] * 100
+        assert junk.count(401) == 19 and junk.count(429) == 81  # the budget (one went to hive_unknown_one)
+        assert len(journal("manifest")) - before == 19
     assert "pool.tenant_evicted" not in default.stderr()  # no junk key took a real tenant's place
 
 
@@ -209,7 +236,7 @@ def test_many_long_calls_leave_health_checks_fast(gateway_sandbox, sandbox, thre
             time.sleep(1.5)
             assert health_time(instance) < 1
             answered = [c.result() for c in calls]
-        refused = [a for a in answered if a.status_code == 503]
+        refused = [a for a in answered if a.status_code in (429, 503)]  # a key's share, or the worker's places
         ok = [a for a in answered if a.status_code == 200]
         assert len(ok) + len(refused) == 300, sorted((a.status_code, a.text[:300]) for a in answered if a.status_code not in (200, 503))
         if served == "all":

@@ -14,7 +14,7 @@ import requests
 
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import HttpServer
+from .http_server import HttpServer, SourceAdapter
 from .nginx import Nginx
 from .test_http import ACCEPT_BOTH
 
@@ -45,8 +45,9 @@ def behind_nginx(gateway_sandbox):
 
 
 def through(proxy, body, key=DEMO_KEY, url=None, **headers):
+    credential = {"Authorization": f"Bearer {key}"} if key else {}
     return requests.post(url or proxy.url, data=json.dumps(body), verify=proxy.cert, timeout=60, stream=True, headers={
-        "Accept": ACCEPT_BOTH, "Content-Type": "application/json", "Authorization": f"Bearer {key}", **headers})
+        "Accept": ACCEPT_BOTH, "Content-Type": "application/json", **credential, **headers})
 
 
 def test_sse_events_pass_nginx_as_they_happen(behind_nginx, sandbox):
@@ -79,6 +80,107 @@ def test_a_greedy_key_is_slowed_at_the_door_in_json_rpc_while_others_pass(behind
     assert through(behind_nginx, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
         key=DEMO_KEY_B).status_code == 200  # another key is not slowed by it
+
+
+def spellings(key):
+    """Ways a client may write one key: the scheme in any case, more spaces, X-API-Key, both."""
+    for scheme in ("Bearer", "bearer", "BEARER", "bEaReR", "BeArEr"):
+        for spaces in range(1, 6):
+            yield {"Authorization": f"{scheme}{' ' * spaces}{key}"}
+            yield {"Authorization": f"{scheme}{' ' * spaces}{key}", "X-API-Key": key}
+    yield {"X-API-Key": key}
+
+
+def test_every_spelling_of_a_key_shares_its_limits_at_the_door(behind_nginx, sandbox):
+    """90 requests of one key spelt in 51 ways are counted as one key's (10 a second, a burst of 50),
+    as the service itself reads them; a form the service refuses is refused, not a key of its own."""
+    key = "hive_spelt_many_ways_0123"
+    sandbox.add_key(key)
+    forms = list(spellings(key))
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
+
+    def send(i):
+        return requests.post(behind_nginx.url, data=json.dumps(listing), verify=behind_nginx.cert, timeout=60, headers={
+            "Accept": ACCEPT_BOTH, "Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/list", **forms[i % len(forms)]})
+
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        statuses = [a.status_code for a in pool.map(send, range(90))]
+    took = time.monotonic() - started
+    assert set(statuses) <= {200, 429} and statuses.count(200) <= 50 + 10 * took + 2, (statuses, took)
+    basic = through(behind_nginx, listing, key=None, Authorization="Basic dXNlcjpwYXNz", **{"X-API-Key": key})
+    assert basic.status_code == 401
+
+
+def test_no_part_of_a_credential_reaches_nginx_logs(behind_nginx, sandbox):
+    """Keys in every form, an overlong token among them (past 255 bytes nginx would write a limit's
+    key to its error log), appear in neither of nginx's logs."""
+    secret = "hive_planted_" + "s3cr3t" * 50
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    forms = [{"Authorization": f"Bearer {secret}"}, {"Authorization": f"bearer   {secret[:200]}"},
+             {"X-API-Key": secret}, {"X-API-Key": secret[:200]}, {"Authorization": f"Basic {secret}"},
+             {"Authorization": f"Bearer {secret[:100]}", "X-API-Key": secret[:120]}]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda h: through(behind_nginx, ping, key=None, **h), forms * 2))
+    assert {a.status_code for a in answers} <= {401, 429}
+    logs = behind_nginx.access_log() + behind_nginx.error_log()
+    assert "s3cr3t" not in logs and "planted" not in logs
+
+
+class NamedSource(SourceAdapter):
+    """Connections from one local address to the site's name (``localhost``), whatever address is dialled."""
+
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, server_hostname="localhost", **kwargs)
+
+
+@pytest.fixture
+def ipv6_clients():
+    """Addresses of this machine to send from: two in one /64, one in another (``ip addr``: root)."""
+    addresses = ["2001:db8:7:1::10", "2001:db8:7:1::11", "2001:db8:7:2::10"]
+    added = []
+    try:
+        for address in addresses:
+            done = subprocess.run(["ip", "-6", "addr", "add", f"{address}/64", "dev", "lo", "nodad"],
+                                  capture_output=True, text=True, timeout=30)
+            if done.returncode != 0:
+                pytest.skip(f"cannot add an IPv6 address here: {done.stderr.strip()}")
+            added.append(address)
+        yield addresses
+    finally:
+        for address in added:
+            subprocess.run(["ip", "-6", "addr", "del", f"{address}/64", "dev", "lo"], capture_output=True, timeout=30)
+
+
+def test_nginx_counts_an_ipv6_client_by_its_64(gateway_sandbox, ipv6_clients):
+    """The per-address limits (20 a second, a burst of 100) see two addresses of one /64 as one
+    client, and an address of another /64 as another."""
+    server = HttpServer(gateway_sandbox.url)
+    proxy = Nginx([f"127.0.0.1:{server.port}"], ipv6=True)
+    try:
+        proxy.start()
+        url = f"https://[{ipv6_clients[0]}]:{proxy.port}/mcp"
+        sessions = []
+        for address in ipv6_clients:
+            session = requests.Session()
+            session.mount("https://", NamedSource(address))
+            sessions.append(session)
+
+        def ping(session):
+            return session.post(url, data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}), timeout=30,
+                                verify=proxy.cert, headers={"Content-Type": "application/json", "Accept": ACCEPT_BOTH,
+                                                            "Host": "localhost"}).status_code
+
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            one_64 = list(pool.map(ping, [sessions[0], sessions[1]] * 80))
+        other_64 = [ping(sessions[2]) for _ in range(20)]
+        assert set(one_64) == {401, 429} and one_64.count(429) >= 20, one_64  # 160 past a burst of 100
+        assert other_64 == [401] * 20
+    finally:
+        proxy.stop()
+        server.stop()
 
 
 def test_nginx_logs_no_session_ids_and_keeps_metrics_private(behind_nginx, sandbox):

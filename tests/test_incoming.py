@@ -8,7 +8,7 @@ from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Request as WerkzeugRequest
 
 from colabhive_mcp.transports.http.incoming import Request
-from colabhive_mcp.transports.http.wire import body
+from colabhive_mcp.transports.http.wire import body, client_address
 
 CASES = [
     {"path": "/mcp", "method": "POST", "headers": {"Content-Type": "application/json; charset=utf-8",
@@ -44,3 +44,18 @@ def test_a_body_longer_than_allowed_is_refused_whether_declared_or_chunked():
     chunked["wsgi.input"], chunked["wsgi.input_terminated"] = io.BytesIO(b"y" * 100), True
     with pytest.raises(RequestEntityTooLarge):  # Werkzeug stops reading at the limit; the edge says 413
         body(Request(chunked, max_content_length=10))
+
+
+@pytest.mark.parametrize("peer, headers, client", [
+    ("203.0.113.7", {}, "203.0.113.7"),
+    ("203.0.113.7", {"X-Forwarded-For": "198.51.100.1"}, "203.0.113.7"),  # only a proxy on this machine is believed
+    ("127.0.0.1", {"X-Forwarded-For": "198.51.100.1, 192.0.2.9"}, "192.0.2.9"),  # the entry nginx appended
+    ("127.0.0.1", {"X-Real-IP": "192.0.2.9"}, "192.0.2.9"),
+    ("127.0.0.1", {}, "127.0.0.1"),
+    ("2001:db8:7:1:aaaa:bbbb:cccc:dddd", {}, "2001:db8:7:1::/64"),
+    ("::1", {"X-Forwarded-For": "2001:db8:7:1::10%eth0"}, "2001:db8:7:1::/64"),  # a zone names a link
+    ("::ffff:192.0.2.9", {}, "192.0.2.9"),
+])
+def test_a_client_is_counted_by_its_address_or_its_ipv6_64(peer, headers, client):
+    environ = EnvironBuilder(headers=headers, environ_base={"REMOTE_ADDR": peer}).get_environ()
+    assert client_address(Request(environ)) == client

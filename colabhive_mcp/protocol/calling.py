@@ -1,5 +1,6 @@
 """``tools/call``: a task when the client asked for one, else the call itself, within its host's
-deadline, after the user's confirmation when the tool has side effects and the policy asks."""
+deadline; either after the user's confirmation when the tool has side effects and the policy
+asks, and within the key's limits."""
 
 from __future__ import annotations
 
@@ -28,7 +29,11 @@ def tools_call(context: Context, request: Request) -> dict[str, Any]:
             prepared = request.tenant.prepare(name, arguments, request.profile, request.narrow)
             if isinstance(prepared, dict):
                 return prepared  # refused before anything ran
-            task = tasks.create(context, request, prepared[1], arguments)
+            tool, gate = prepared[1], _gate(context, request)
+            stop = gate(tool, arguments) if gate is not None and tool.long_running else None
+            if stop is not None:
+                return stop  # not confirmed: no task
+            task = tasks.create(context, request, tool, arguments)
             if task is not None:
                 return task
         progress = request.progress_token is not None  # a host that resets its timer on progress hears it

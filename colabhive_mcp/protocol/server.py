@@ -57,13 +57,15 @@ class Server:
 
     # -- entry points -----------------------------------------------------------------------
 
-    def handle(self, message: Any, *, tenant: Tenant, session: Session,
+    def handle(self, message: Any, *, tenant: Tenant | None, session: Session,
                notify: Callable[[dict[str, Any]], None] = lambda _m: None,
                cancelled: Cancellation | None = None, narrow: Narrowing | None = None,
                trace: Mapping[str, str] | None = None) -> dict[str, Any] | None:
         """Serve one decoded message; returns the response, or ``None`` when none is due.
 
-        ``narrow`` is a request's own narrowing of the tool set (hosted mode): it can only hide tools.
+        ``tenant`` may be ``None`` only for what needs none: notifications, answers to our requests
+        and a legacy ``ping``. ``narrow`` is a request's own narrowing of the tool set (hosted mode):
+        it can only hide tools.
         ``trace`` is the transport's W3C trace context (HTTP headers), for a request whose
         ``_meta`` carries none.
         """
@@ -88,7 +90,7 @@ class Server:
         carried = tracing.carried(jsonrpc.meta_of(message)) or tracing.carried(trace if trace is not None else {})
         fields = {"trace_id": tracing.trace_id(carried)} if carried else {}
         try:  # every record of this request carries its id, the key's hash and the caller's trace
-            with logs.context(request_id=f"{random.getrandbits(48):012x}", tenant=tenant.key_id, **fields), \
+            with logs.context(request_id=f"{random.getrandbits(48):012x}", tenant=tenant and tenant.key_id, **fields), \
                     tracing.span(*_span_of(message, session), carried) as span:
                 response = self._respond(message, tenant, session, notify, cancelled, narrow)
                 _settle(span, response)
@@ -99,7 +101,7 @@ class Server:
             log.bind(direction="out", frame=_frame(answer)).info("mcp.frame")
         return answer
 
-    def _respond(self, message: dict[str, Any], tenant: Tenant, session: Session,
+    def _respond(self, message: dict[str, Any], tenant: Tenant | None, session: Session,
                  notify: Callable[[dict[str, Any]], None], cancelled: Cancellation,
                  narrow: Narrowing | None) -> dict[str, Any]:
         """The response to a request: its result, or the JSON-RPC error it comes to."""
@@ -134,6 +136,10 @@ class Server:
         """Cancel an in-flight request, saying why (a cancellation that arrives first is remembered)."""
         self.context.inflight.cancel((session.id, request_id), reason)
 
+    def running(self, session_id: str, request_id: Any) -> bool:
+        """Whether the request runs in this process (a cancellation of it needs no relay)."""
+        return self.context.inflight.running((session_id, request_id))
+
     def cancel_relayed(self, session_id: str, digest: str, reason: str | None) -> None:
         """:meth:`cancel`, relayed by another worker that names the request by its id's digest."""
         self.context.inflight.cancel_digest(session_id, digest, reason)
@@ -160,11 +166,14 @@ class Server:
         elif method == "notifications/cancelled" and jsonrpc.is_valid_id(params.get("requestId")):
             self.cancel(session, params["requestId"], reason_of(params.get("reason")))
 
-    def _dispatch(self, message: dict[str, Any], tenant: Tenant, session: Session,
+    def _dispatch(self, message: dict[str, Any], tenant: Tenant | None, session: Session,
                   notify: Callable[[dict[str, Any]], None], cancelled: Cancellation,
                   narrow: Policy | None) -> dict[str, Any]:
         method, params = message["method"], message.get("params") or {}
         meta = jsonrpc.meta_of(message)
+        if method == "ping" and META_VERSION not in meta:
+            return {}
+        assert tenant is not None, "a transport serves everything but notifications, answers and ping with a tenant"
         if method != "initialize" and META_VERSION in meta:
             request = self._modern_request(message["id"], method, params, meta, tenant, notify, cancelled)
             request.narrow, request.meta = narrow, meta
@@ -177,8 +186,6 @@ class Server:
             return result
         if method == "initialize":
             return lifecycle.initialize(params, session, self.config, self.context.list_changed)
-        if method == "ping":
-            return {}
         handler = LEGACY_METHODS.get(method)
         if handler is None:
             raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")

@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import results
 from ..invocation import is_terminal, status_message
+from ..limits import LimitReached
 from ..logs import log
 from ..tenant import Unreachable
 from ..tools import Tool
@@ -48,7 +49,7 @@ def create(context: Context, request: Request, tool: Tool, arguments: dict[str, 
         raise JsonRpcError(METHOD_NOT_FOUND, f"Tool {tool.name!r} does not run as a task (taskSupport forbidden)")
     try:
         invocation = request.tenant.start(tool, arguments)
-    except Unreachable as exc:
+    except (Unreachable, LimitReached) as exc:
         return results.error_result(str(exc))
     ref = context.task_ids.issue(request.tenant.binding, invocation["invocation_id"], tool)
     fields = task_fields(ref, invocation)

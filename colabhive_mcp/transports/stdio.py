@@ -20,6 +20,7 @@ from ..protocol import jsonrpc
 from ..protocol.jsonrpc import JsonRpcError
 from ..logs import log
 from ..keys import KeyRejected
+from ..limits import LimitReached
 from ..protocol import Server, Session, key_rejected
 from ..tenant import Tenant
 
@@ -73,6 +74,8 @@ class StdioTransport:
             self.tenant.verify()
         except KeyRejected as exc:
             log.bind(hint=key_rejected(exc).message).error("stdio.key_rejected")
+        except LimitReached:
+            pass  # the gateway cannot say now: the first tools/list asks it again
 
         def changed() -> None:
             if self.session.version is not None:

@@ -2,8 +2,10 @@
 
 Each worker lets at most ``http_long_requests`` requests hold a thread for long (by default three
 quarters of its threads), so health checks and short requests always find one; a key may hold at
-most ``tenant_max_streams`` streams and waits open across the instance. A full budget is answered
-at once (503 for the server's, 429 for the key's, both with ``Retry-After``), never queued.
+most ``tenant_max_streams`` streams and waits open across the instance. Keys share a worker's
+places fairly: a key may hold at most half of the places the other keys leave (:func:`share`), so
+however greedy the first keys are, a newcomer finds one. A full budget is answered at once (503
+for the server's, 429 for the key's, both with ``Retry-After``), never queued.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ def long_request_places(config: Config) -> int:
     return config.http_long_requests or max(1, threads - max(4, threads // 4))
 
 
+def share(places: int, held_by_others: int) -> int:
+    """The most places of a worker's ``places`` one key may hold while other keys hold
+    ``held_by_others``: half of what they leave (at least one), so it shrinks as the worker fills."""
+    return max(1, (places - held_by_others) // 2)
+
+
 def holds_long(message: Any) -> tuple[bool, bool]:
     """Whether a request (or batch) may hold its thread for long, and whether it is a stream or wait."""
     messages = message if isinstance(message, list) else [message]
@@ -40,7 +48,10 @@ class Admission:
     def __init__(self, config: Config, limits: Limits) -> None:
         self.limits = limits
         self.size = long_request_places(config)
-        self._places = threading.BoundedSemaphore(self.size)
+        self.fair = not config.single_tenant  # one key has nobody to share with
+        self._held: dict[str, int] = {}  # key digest -> the places it holds in this worker
+        self._used = 0
+        self._lock = threading.Lock()
 
     def admit(self, lease: contextlib.ExitStack, key: ApiKey, *, held: bool) -> None:
         """One of the key's stream places (``held``), then a long-request place of this worker, for as
@@ -52,8 +63,27 @@ class Admission:
             except LimitReached as exc:
                 metrics.ERRORS.labels("tenant_limit").inc()
                 raise busy(429, exc) from None
-        if not self._places.acquire(blocking=False):
-            metrics.ERRORS.labels("worker_busy").inc()
-            raise busy(503, LimitReached(f"This server is busy: all {self.size} places for long requests of "
-                                         "this worker are taken; try again shortly.", BUSY_RETRY_S))
-        lease.callback(self._places.release)
+        self._take(key.digest)
+        lease.callback(self._give_back, key.digest)
+
+    def _take(self, digest: str) -> None:
+        with self._lock:
+            mine = self._held.get(digest, 0)
+            if self._used >= self.size:
+                metrics.ERRORS.labels("worker_busy").inc()
+                raise busy(503, LimitReached(f"This server is busy: all {self.size} places for long requests of "
+                                             "this worker are taken; try again shortly.", BUSY_RETRY_S))
+            if self.fair and mine >= share(self.size, self._used - mine):
+                metrics.ERRORS.labels("tenant_share").inc()
+                raise busy(429, LimitReached(f"This API key holds {mine} of this worker's {self.size} places for "
+                                             "long requests, its share while other keys use the rest; try again "
+                                             "when one of its calls ends.", BUSY_RETRY_S))
+            self._held[digest] = mine + 1
+            self._used += 1
+
+    def _give_back(self, digest: str) -> None:
+        with self._lock:
+            self._used -= 1
+            mine = self._held.pop(digest) - 1
+            if mine:
+                self._held[digest] = mine

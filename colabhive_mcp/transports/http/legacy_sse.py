@@ -27,7 +27,7 @@ from .incoming import Request
 from .sessions import SessionCodec
 from .sse import Streams, stream
 from .tenancy import Tenancy
-from .wire import Answer, HttpError, body, failed, json_response
+from .wire import Answer, HttpError, body, client_address, failed, json_response
 
 MESSAGE_THREADS = 4  # a session's messages served at once
 MESSAGE_BACKLOG = 16  # a session's messages accepted and not yet answered
@@ -56,7 +56,8 @@ class LegacySse:
     def open(self, request: Request) -> Answer:
         """The session's stream: an ``endpoint`` event, then every answer of the session."""
         key = self.tenancy.key(request)
-        self.tenancy.check(key)  # a stream opens only for a key the gateway accepts
+        address = client_address(request)
+        self.tenancy.check(key, address)  # a stream opens only for a key the gateway accepts
         with contextlib.ExitStack() as opening:
             self.admission.admit(opening, key, held=True)
             lease = opening.pop_all()  # given back when the stream ends
@@ -81,7 +82,7 @@ class LegacySse:
     def message(self, request: Request) -> Answer:
         """One message of a session: accepted at once, served on one of the session's threads, answered
         on the stream; 429 when the session already has :data:`MESSAGE_BACKLOG` waiting."""
-        key = self.tenancy.key(request)
+        key, address = self.tenancy.key(request), client_address(request)
         session_id = request.args.get("session_id", "")
         if not session_id:
             raise HttpError(400, jsonrpc.INVALID_REQUEST, "Missing session_id")
@@ -102,7 +103,7 @@ class LegacySse:
 
         def work() -> None:
             try:
-                with self.tenancy.tenant(key) as tenant:
+                with self.tenancy.tenant(key, address) as tenant:
                     answer = self.core.handle(message, tenant=tenant, session=opened.session, notify=opened.outbox.put,
                                               trace=trace)
             except Exception:

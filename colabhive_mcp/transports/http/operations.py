@@ -16,7 +16,7 @@ from ...protocol import jsonrpc
 from ...tenant import Unreachable
 from .incoming import Request
 from .tenancy import Tenancy, unauthorized
-from .wire import JSON, Answer, HttpError, bind_host, is_loopback, json_response
+from .wire import JSON, Answer, HttpError, bind_host, client_address, is_loopback, json_response
 
 READINESS_TTL_S = 5.0
 READINESS_TIMEOUT_S = 2.0
@@ -42,7 +42,8 @@ class Operations:
         return json_response({"status": "ready" if ready else "unavailable"}, 200 if ready else 503)
 
     def metrics(self, request: Request) -> Answer:
-        """The metrics, with the metrics token when one is set; on an address others can reach, only then."""
+        """The metrics, with the metrics token when one is set; on an address others can reach, only then.
+        Without a token, tenants' tools are labelled by a digest of their slugs (see :mod:`colabhive_mcp.metrics`)."""
         token = self.config.metrics_token
         if not token and not is_loopback(bind_host(self.config.bind)):
             return Response(b"metrics need metrics_token on an address other machines can reach\n", 403)
@@ -54,7 +55,7 @@ class Operations:
 
     def refresh(self, request: Request) -> Answer:
         """Revalidate the calling key's manifest now (in this worker), e.g. after publishing an action."""
-        with self.tenancy.tenant(self.tenancy.key(request)) as tenant:
+        with self.tenancy.tenant(self.tenancy.key(request), client_address(request)) as tenant:
             try:
                 manifest = tenant.revalidate()
             except Unreachable as exc:

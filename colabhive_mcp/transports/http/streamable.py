@@ -37,21 +37,25 @@ from .sessions import SessionCodec
 from .sse import DISCONNECT_CHECK_S, Streams, stream
 from .tenancy import Tenancy
 from .wire import (JSON, MODERN_STATUS_BY_CODE, SSE, STATUS_BY_CODE, Answer, HttpError, accepts, body,
-                   cancelled_request, failed, header_mismatch, json_response, narrowing, not_allowed, socket_of,
-                   status_of)
+                   cancelled_request, client_address, failed, header_mismatch, json_response, narrowing, not_allowed,
+                   socket_of, status_of)
 
 
 @dataclass
 class Caller:
     """Who sent a POST: the key, its tenant, and the hold on that tenant (released when the request
-    is answered; an SSE answer takes the hold over with ``lease.pop_all()``)."""
+    is answered; an SSE answer takes the hold over with ``lease.pop_all()``). What a legacy session
+    sends that needs no word from the gateway (see :func:`light`) comes with its ``session`` and
+    no tenant."""
 
     key: ApiKey
-    tenant: Tenant
+    tenant: Tenant | None
     lease: contextlib.ExitStack
+    session: Session | None = None
 
 
 SESSIONS = "session"  # session id -> {"ended": true} or {"log_level": ...}
+ENDED = {"ended": True}
 
 
 class Streamable:
@@ -70,13 +74,20 @@ class Streamable:
             raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {JSON} or {SSE}")
         if request.mimetype != JSON:
             raise HttpError(415, jsonrpc.INVALID_REQUEST, f"Content-Type must be {JSON}")
-        key = self.tenancy.key(request)
+        key, address = self.tenancy.key(request), client_address(request)
+        try:
+            message: Any = jsonrpc.decode(body(request))
+        except JsonRpcError as exc:
+            message = exc
         with contextlib.ExitStack() as lease:  # the key is checked first: a rejected one is a 401 here
-            caller = Caller(key, lease.enter_context(self.tenancy.tenant(key)), lease)
-            try:
-                message = jsonrpc.decode(body(request))
-            except JsonRpcError as exc:
-                return json_response(jsonrpc.error(None, exc), 400)
+            session = self._session_of(request, key) if light(message) else None
+            if session is None:
+                caller = Caller(key, lease.enter_context(self.tenancy.tenant(key, address)), lease)
+            else:  # a session of a key the gateway accepted: no need to ask it again (it may hang)
+                self.tenancy.not_refused(key)
+                caller = Caller(key, None, lease, session)
+            if isinstance(message, JsonRpcError):
+                return json_response(jsonrpc.error(None, message), 400)
             long, held = holds_long(message)
             if long:  # a place for as long as the answer takes (an SSE answer takes the lease along)
                 self.admission.admit(lease, key, held=held)
@@ -113,7 +124,7 @@ class Streamable:
                 log.bind(session=session.id, tenant=caller.key.log_id, transport="streamable-http"
                          ).info("http.session.issued")
             return response
-        session = self.restore(request, caller.key)
+        session = caller.session or self.restore(request, caller.key)
         version = request.headers.get("MCP-Protocol-Version")
         if version is not None and version not in LEGACY_VERSIONS:
             raise HttpError(400, jsonrpc.INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}")
@@ -162,12 +173,19 @@ class Streamable:
 
     # -- sessions, GET, DELETE ------------------------------------------------------------------
 
+    def _session_of(self, request: Request, key: ApiKey) -> Session | None:
+        """The request's legacy session, when it names a live one of this key; else ``None``."""
+        try:
+            return self.restore(request, key) if "Mcp-Session-Id" in request.headers else None
+        except HttpError:
+            return None
+
     def restore(self, request: Request, key: ApiKey) -> Session:
         token = request.headers.get("Mcp-Session-Id")
         if not token:
             raise HttpError(400, jsonrpc.INVALID_REQUEST, "Missing Mcp-Session-Id: send initialize first")
         session = self.sessions.restore(token, key)
-        known = (self.store.get(SESSIONS, session.id) if session is not None else None) or {}
+        known = (self.store.get(SESSIONS, session.id, failed=ENDED) if session is not None else None) or {}
         if session is None or known.get("ended"):
             raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown or expired session: initialize again")
         session.log_level = known.get("log_level")
@@ -191,14 +209,14 @@ class Streamable:
                 lease.close()
                 raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown Last-Event-ID: that stream is gone")
             return resumed
-        return self._changes(key)
+        return self._changes(key, client_address(request))
 
-    def _changes(self, key: ApiKey) -> Answer:
+    def _changes(self, key: ApiKey, address: str) -> Answer:
         """The stream that tells a session its tool list changed (for a key the gateway accepts)."""
         outbox: queue.Queue = queue.Queue()
         stop = threading.Event()
         with contextlib.ExitStack() as opening:
-            tenant = opening.enter_context(self.tenancy.tenant(key))
+            tenant = opening.enter_context(self.tenancy.tenant(key, address))
             self.admission.admit(opening, key, held=True)
             lease = opening.pop_all()  # held by the watch thread from here on
 
@@ -219,8 +237,19 @@ class Streamable:
         if "Mcp-Session-Id" not in request.headers:
             return not_allowed("POST")
         session = self.restore(request, self.tenancy.key(request))
-        self.store.put(SESSIONS, session.id, {"ended": True}, self.config.session_max_age)
+        if not self.store.put(SESSIONS, session.id, ENDED, self.config.session_max_age):
+            raise HttpError(503, jsonrpc.INTERNAL_ERROR, "The session could not be ended just now; try again",
+                            {"Retry-After": "5"})
         return Response(status=204)
+
+
+def light(message: Any) -> bool:
+    """Whether ``message`` is a legacy notification, an answer to a request of ours or a ``ping``:
+    served with no tenant within a session (whose id is signed for a key the gateway accepted), so
+    they never wait for a gateway that hangs."""
+    if not isinstance(message, dict) or is_modern(message):
+        return False
+    return "id" not in message or "method" not in message or message["method"] == "ping"
 
 
 def _wants_stream(message: dict[str, Any], wanted: set[str], log_level: str | None = None) -> bool:

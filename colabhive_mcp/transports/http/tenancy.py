@@ -7,15 +7,17 @@ import contextlib
 from typing import Iterator
 
 from ...config import Config
-from ...keys import ApiKey, KeyRejected
+from ...keys import MAX_KEY_CHARS, MIN_KEY_CHARS, ApiKey, KeyRejected, well_formed
 from ...instance import Instance
 from ...limits import LimitReached
 from ...pool import TenantPool
 from ...protocol import jsonrpc, key_rejected
 from ...store import MemoryStore, SqliteStore
 from ...tenant import Tenant
-from .incoming import Request
+from .incoming import Headers, Request
 from .wire import INVALID_TOKEN, HttpError, busy
+
+KEY_SHAPE = f"{MIN_KEY_CHARS} to {MAX_KEY_CHARS} characters of A-Z a-z 0-9 . _ ~ + / - ="
 
 
 class Tenancy:
@@ -33,33 +35,64 @@ class Tenancy:
         """The request's key (made once, here), or the configured one in single-tenant mode; none is a 401."""
         if self.single is not None:
             return self.single_key
-        auth = request.headers.get("Authorization", "")
-        secret = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("X-API-Key", "").strip()
-        if not secret:
-            raise HttpError(401, jsonrpc.INVALID_REQUEST, "Authentication required: send your ColabHive API key "
-                            "as 'Authorization: Bearer <key>' or 'X-API-Key'", {"WWW-Authenticate": "Bearer"})
-        return ApiKey.of(secret)
+        return ApiKey.of(credential(request.headers))
 
     @contextlib.contextmanager
-    def tenant(self, key: ApiKey) -> Iterator[Tenant]:
-        """The key's tenant, once the gateway has accepted the key: a rejected one is a 401 here."""
+    def tenant(self, key: ApiKey, address: str) -> Iterator[Tenant]:
+        """The key's tenant, once the gateway has accepted the key (``address``: the client's, see
+        :func:`.wire.client_address`): a rejected one is a 401 here, one that cannot be checked now
+        a 429 or 503 with ``Retry-After``."""
         try:
             if self.single is not None:
                 self.single.verify()
                 yield self.single
             else:
                 assert self.pool is not None
-                with self.pool.tenant(key) as tenant:
+                with self.pool.tenant(key, address) as tenant:
                     yield tenant
         except KeyRejected as exc:
             raise unauthorized(exc) from None
         except LimitReached as exc:
-            raise busy(503, exc) from None
+            raise busy(exc.status, exc) from None
 
-    def check(self, key: ApiKey) -> None:
+    def not_refused(self, key: ApiKey) -> None:
+        """A 401 for a key the gateway rejected lately (asking nobody: for what needs no tenant)."""
+        if self.pool is not None:
+            refusal = self.pool.refusal(key)
+        else:
+            refusal = self.single.rejection if self.single is not None else None
+        if refusal is not None:
+            raise unauthorized(refusal)
+
+    def check(self, key: ApiKey, address: str) -> None:
         """Only a key the gateway accepts gets further (a stream, an operator endpoint)."""
-        with self.tenant(key):
+        with self.tenant(key, address):
             pass
+
+
+def credential(headers: Headers) -> str:
+    """The request's key: a bearer token, or ``X-API-Key``, or both when they are the same. Every
+    other form (another scheme, a token of another shape, two keys) is a 401: nginx's site buckets
+    its limits by exactly these tokens, so no other spelling of a key gets past them."""
+    authorization, api_key = headers.get("Authorization") or None, headers.get("X-API-Key") or None
+    if authorization is None and api_key is None:
+        raise HttpError(401, jsonrpc.INVALID_REQUEST, "Authentication required: send your ColabHive API key "
+                        "as 'Authorization: Bearer <key>' or 'X-API-Key'", {"WWW-Authenticate": "Bearer"})
+    if authorization is not None:
+        scheme, _, token = authorization.partition(" ")
+        token = token.lstrip(" ")
+        if scheme.lower() != "bearer" or not well_formed(token):
+            raise HttpError(401, jsonrpc.INVALID_REQUEST, "The Authorization header must be 'Bearer <key>', the "
+                            f"key being your ColabHive API key ({KEY_SHAPE})", INVALID_TOKEN)
+        if api_key is not None and api_key != token:
+            raise HttpError(401, jsonrpc.INVALID_REQUEST, "Authorization and X-API-Key carry different keys: send "
+                            "one", INVALID_TOKEN)
+        return token
+    assert api_key is not None
+    if not well_formed(api_key):
+        raise HttpError(401, jsonrpc.INVALID_REQUEST, f"X-API-Key must be your ColabHive API key ({KEY_SHAPE})",
+                        INVALID_TOKEN)
+    return api_key
 
 
 def unauthorized(exc: KeyRejected) -> HttpError:

@@ -75,8 +75,15 @@ def accepts(request: Request) -> set[str]:
 
 def body(request: Request) -> bytes:
     """The whole body, or 413: for a body of unknown length (chunked), Werkzeug's ``get_data()``
-    silently stops at ``max_content_length`` and returns what it read so far."""
-    data = request.get_data()
+    silently stops at ``max_content_length`` and returns what it read so far. A body that cannot
+    be read (a malformed chunked encoding, a client gone mid-body) is a 400."""
+    try:
+        data = request.get_data()
+    except RequestEntityTooLarge:
+        raise
+    except Exception as exc:  # the WSGI server's own error (gunicorn's ParseException, an OSError): the client's
+        raise HttpError(400, jsonrpc.PARSE_ERROR, f"Parse error: the request body could not be read "
+                        f"({type(exc).__name__})") from None
     limit = request.max_content_length
     if request.content_length is None and limit is not None and len(data) >= limit:
         raise RequestEntityTooLarge()
@@ -153,6 +160,25 @@ def local_and_direct(request: Request) -> bool:
     local = sock.getsockname()[0] if sock is not None else None
     proxied = any(h in request.headers for h in ("Forwarded", "X-Forwarded-For", "X-Real-IP"))
     return not proxied and is_loopback(request.remote_addr) and (local is None or is_loopback(local))
+
+
+def client_address(request: Request) -> str:
+    """Who sent the request, as budgets count clients: the peer, or the client a proxy on this machine
+    names (the last ``X-Forwarded-For`` entry, which the proxy itself appended, else ``X-Real-IP``).
+    An IPv6 client is its /64 (one host's share of addresses), an IPv4-mapped one its IPv4 address."""
+    peer = request.remote_addr or ""
+    if is_loopback(peer):
+        forwarded = request.headers.get("X-Forwarded-For", "").rpartition(",")[2].strip()
+        peer = forwarded or request.headers.get("X-Real-IP", "").strip() or peer
+    try:
+        ip = ipaddress.ip_address(peer.strip("[]").partition("%")[0])  # a zone names a link, not a host
+    except ValueError:
+        return peer[:64]
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 def socket_of(request: Request) -> socket.socket | None:
