@@ -9,17 +9,22 @@ the worker whose copy expires first asks the gateway (conditionally) and records
 the others take it from the store, so a tenant's manifest costs the instance one GET per TTL,
 and when the gateway fails, every worker serves the last good copy, even one that never
 fetched it itself.
+
+Answers are recorded in the order their questions were asked, not the order they arrive: an
+answer to a question asked before another worker's (or before a refresh, which may follow a
+publication) never replaces that newer one, so no worker takes the older manifest as fresh.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from . import metrics, interning
 from .gateway import Gateway, GatewayError
@@ -28,9 +33,12 @@ from .logs import log
 from .store import MemoryStore, SqliteStore
 
 RETRY_AFTER_FAILURE_S = 5.0
-COPIES, CONFIRMED, FETCHING = "manifest", "manifest-confirmed", "manifest-fetching"
+COPIES, CONFIRMED, FETCHING, WRITING = "manifest", "manifest-confirmed", "manifest-fetching", "manifest-writing"
 KEPT_S = 3600.0  # how long after its last confirmation the instance keeps a tenant's copy
 LOOK_AGAIN_S = 0.05  # how often a worker looks whether another one's fetch has landed
+SOON_S = 1.0  # how long a worker serves its copy while another one gets newer news
+WRITE_WAIT_S = 1.0  # how long a worker waits to write the instance's copy while another one does
+WRITE_HELD_S = 30.0  # how long that turn lasts at most (a worker that died holding it)
 
 
 @dataclass(frozen=True)
@@ -59,38 +67,68 @@ class ManifestError(Exception):
 
 
 class InstanceCopy:
-    """One tenant's manifest as its instance knows it: the last good copy, when the gateway last
-    confirmed it, and whether a worker is asking the gateway now. Keyed by the key's digest."""
+    """One tenant's manifest as its instance knows it: the last good copy, when the gateway was
+    asked for it (``at``: the order of answers too), and whether a worker is asking the gateway now.
+    Keyed by the key's digest."""
 
     def __init__(self, store: MemoryStore | SqliteStore, digest: str, clock: Callable[[], float] = time.time) -> None:
+        """``clock``: the wall clock, which the instance's workers share."""
         self.store, self.digest, self.clock = store, digest, clock
 
     def age(self) -> tuple[str | None, float] | None:
-        """The confirmed copy's ETag and seconds since the gateway confirmed it; ``None``: no copy."""
+        """The confirmed copy's ETag and seconds since the gateway was asked for it; ``None``: no
+        copy to take without asking."""
         confirmed = self.store.get(CONFIRMED, self.digest)
-        return None if confirmed is None else (confirmed["etag"], self.clock() - confirmed["at"])
-
-    def known(self) -> bool:
-        """Whether the gateway accepted this key lately (in the last hour, from any worker)."""
-        return self.store.get(CONFIRMED, self.digest) is not None
+        if confirmed is None or confirmed.get("expired"):
+            return None
+        return confirmed["etag"], self.clock() - confirmed["at"]
 
     def load(self) -> Manifest | None:
         copy = self.store.get(COPIES, self.digest)
         return None if copy is None else Manifest(tuple(copy["entries"]), copy["etag"])
 
-    def confirm(self, manifest: Manifest, changed: bool) -> None:
-        """The gateway just answered with ``manifest`` (``changed``: a copy the store does not hold).
-        The copy is written again before it could expire, so it outlives every confirmation."""
-        now, confirmed = self.clock(), self.store.get(CONFIRMED, self.digest)
-        copied = confirmed.get("copied", 0.0) if confirmed and not changed else 0.0
-        if now - copied > KEPT_S / 2:
-            self.store.put(COPIES, self.digest, {"etag": manifest.etag, "entries": list(manifest.entries)}, KEPT_S)
-            copied = now
-        self.store.put(CONFIRMED, self.digest, {"etag": manifest.etag, "at": now, "copied": copied}, KEPT_S)
+    def confirm(self, manifest: Manifest, changed: bool, asked: float) -> bool:
+        """The gateway answered ``manifest`` to a question asked at ``asked`` (``changed``: a new
+        document, not a 304): record it, unless the answer to a later question is recorded (or a
+        later :meth:`expire`). Returns whether one is: ours is outdated, and not recorded. The copy
+        is written again before it could expire, so it outlives every confirmation."""
+        with self._writing() as turn:
+            confirmed = self.store.get(CONFIRMED, self.digest) if turn else None
+            if confirmed is not None and confirmed["at"] > asked:
+                return True
+            if not turn:
+                return False
+            now, same = self.clock(), confirmed is not None and not changed and confirmed["etag"] == manifest.etag
+            copied = confirmed.get("copied", 0.0) if same else 0.0
+            if now - copied > KEPT_S / 2:
+                self.store.put(COPIES, self.digest, {"etag": manifest.etag, "entries": list(manifest.entries)}, KEPT_S)
+                copied = now
+            self.store.put(CONFIRMED, self.digest, {"etag": manifest.etag, "at": asked, "copied": copied}, KEPT_S)
+            return False
 
     def expire(self) -> None:
-        """Let no worker take the copy without asking the gateway first (it stays the fallback)."""
-        self.store.delete(CONFIRMED, self.digest)
+        """Let no worker take the copy without asking the gateway first (it stays the fallback), nor
+        record an answer to a question asked before now (it would be older than the news)."""
+        with self._writing() as turn:
+            if turn:
+                confirmed = self.store.get(CONFIRMED, self.digest) or {"etag": None, "copied": 0.0}
+                self.store.put(CONFIRMED, self.digest, {**confirmed, "at": self.clock(), "expired": True}, KEPT_S)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[bool]:
+        """This worker's turn to read and write the confirmation (waiting a moment while another
+        worker has it), so that nothing comes between the read and the write; ``False``: no turn
+        (the store fails, or the holder died): nothing is written this time."""
+        deadline = time.monotonic() + WRITE_WAIT_S
+        while not (turn := self.store.add(WRITING, self.digest, os.getpid(), WRITE_HELD_S)):
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(LOOK_AGAIN_S)
+        try:
+            yield turn
+        finally:
+            if turn:
+                self.store.delete(WRITING, self.digest)
 
     def claim(self, seconds: float) -> bool:
         """Become the worker that asks the gateway (for ``seconds`` at most); False: another one is."""
@@ -147,7 +185,8 @@ class ManifestCache:
 
     def refresh(self) -> Manifest:
         """The manifest, asked of the gateway now, whatever the TTL and whatever another worker is
-        fetching (e.g. after an action was published); the instance's copy follows the answer."""
+        fetching (e.g. after an action was published); the instance's copy follows the answer, and
+        no answer to a question asked before undoes it."""
         with self._fetch_lock:
             if self.instance is not None:
                 self.instance.expire()
@@ -194,7 +233,7 @@ class ManifestCache:
         """Another worker is asking the gateway: serve our copy meanwhile (and look again in a
         second), or, with none, wait a while for theirs."""
         if self._current is not None:
-            self._expires = self.clock() + min(self.ttl, 1.0)
+            self._expires = self.clock() + min(self.ttl, SOON_S)
             metrics.MANIFEST.labels("hit").inc()
             return self._current
         assert self.instance is not None
@@ -209,13 +248,14 @@ class ManifestCache:
     def _fetch(self) -> Manifest:
         current = self._current
         etag = current.etag if current else None
+        asked = self.instance.clock() if self.instance is not None else 0.0
         started = time.perf_counter()
         try:
             document = self.gateway.fetch_manifest(etag if self.conditional else None)
         except KeyRejected as exc:  # no stale copy for a key that is no longer accepted
             self._rejection, self._expires = exc, self.clock() + self.rejection_ttl
             if self.instance is not None:
-                self.instance.expire()  # nor is it a key the instance knows (cold_fetches_per_minute)
+                self.instance.expire()  # nor does another worker serve its copy
             metrics.MANIFEST.labels("rejected").inc()
             raise
         except GatewayError as exc:
@@ -229,20 +269,27 @@ class ManifestCache:
                      bytes=document.size if document else 0, tools=len(current.entries),
                      tenant=self.gateway.key_id).info("manifest.fetched")
             metrics.MANIFEST.labels("not_modified").inc()
-            if self.instance is not None:
-                known = self.instance.age()
-                self.instance.confirm(current, changed=known is None or known[0] != current.etag)
-            return current  # unchanged: the same object, so nobody is told the list changed
+            return self._recorded(current, False, asked)  # unchanged: the same object (nobody is told of a change)
         if self.pin and document.etag != self.pin:
             return self._fall_back(GatewayError(
                 f"the gateway's manifest is now {document.etag}, but this server is pinned to {self.pin}"))
         log.bind(status=200, etag=document.etag, duration_ms=took_ms, bytes=document.size,
                  tools=len(document.entries), tenant=self.gateway.key_id).info("manifest.fetched")
-        self._current = Manifest(document.entries, document.etag)
         metrics.MANIFEST.labels("fetched").inc()
-        if self.instance is not None:
-            self.instance.confirm(self._current, changed=True)
+        self._current = self._recorded(Manifest(document.entries, document.etag), True, asked)
         return self._current
+
+    def _recorded(self, manifest: Manifest, changed: bool, asked: float) -> Manifest:
+        """``manifest``, the gateway's answer to a question asked at ``asked``, recorded as the
+        instance's copy; unless the instance has the answer to a later question: then that one (or,
+        while it is on its way, ours for a moment)."""
+        if self.instance is None or not self.instance.confirm(manifest, changed, asked):
+            return manifest
+        newer = self._from_instance()
+        if newer is None:
+            self._expires = self.clock() + min(self.ttl, SOON_S)
+            return manifest
+        return newer
 
     def _fall_back(self, exc: GatewayError) -> Manifest:
         """Serve the instance's last good copy (what any of its workers last got from the gateway:

@@ -1,15 +1,17 @@
-"""The manifest cache against the sandbox: TTL, 304 revalidation, single flight, stale copies, pins."""
+"""The manifest cache against the sandbox and stub gateways: TTL, 304 revalidation, single flight, stale copies,
+pins, and answers recorded in the order they were asked."""
 
 import json
 import threading
 
 import pytest
 
-from colabhive_mcp.gateway import Gateway
+from colabhive_mcp.gateway import Gateway, ManifestDocument
 from colabhive_mcp.keys import ApiKey, KeyRejected
-from colabhive_mcp.manifest import KEPT_S, InstanceCopy, ManifestCache, ManifestError, load_snapshot
+from colabhive_mcp.manifest import (KEPT_S, SOON_S, WRITING, InstanceCopy, Manifest, ManifestCache, ManifestError,
+                                   load_snapshot)
 from colabhive_mcp.sandbox import DEMO_KEY
-from colabhive_mcp.store import MemoryStore
+from colabhive_mcp.store import MemoryStore, SqliteStore
 
 
 class Clock:
@@ -109,22 +111,24 @@ def test_the_instances_copy_outlives_its_confirmations(sandbox, gateway):
     store.clock = clock
     copy = InstanceCopy(store, ApiKey.of(DEMO_KEY).digest, clock=clock)
     manifest = ManifestCache(gateway).get()
-    copy.confirm(manifest, changed=True)
+    copy.confirm(manifest, changed=True, asked=clock())
     for _ in range(8):  # 304s for hours: the copy itself is written again before it could expire
         clock.now += KEPT_S / 4
-        copy.confirm(manifest, changed=False)
+        copy.confirm(manifest, changed=False, asked=clock())
         assert copy.load() is not None and copy.load().etag == manifest.etag
 
 
-def test_a_key_the_gateway_refuses_is_no_longer_one_the_instance_knows(sandbox, gateway):
+def test_no_worker_serves_the_copy_of_a_key_the_gateway_refuses(sandbox, gateway):
     copy = InstanceCopy(MemoryStore(), ApiKey.of(DEMO_KEY).digest)
     cache = ManifestCache(gateway, ttl=0, instance=copy)
     cache.get()
-    assert copy.known()
+    assert copy.age() is not None
     sandbox.faults.add(route="manifest", kind="status", status=401, count=None)
     with pytest.raises(KeyRejected):
         cache.get()
-    assert not copy.known()  # so it counts against cold_fetches_per_minute again
+    assert copy.age() is None
+    with pytest.raises(KeyRejected):
+        ManifestCache(gateway, ttl=60, instance=copy).get()  # another worker asks the gateway itself
 
 
 def test_no_copy_and_no_gateway_is_a_clear_error(sandbox, gateway):
@@ -165,3 +169,126 @@ def test_a_snapshot_is_served_without_the_gateway(sandbox, gateway, tmp_path, jo
     path.write_text('{"tools": "nope"}')
     with pytest.raises(ManifestError, match="not a list of tool entries"):
         load_snapshot(str(path))
+
+
+class Publisher:
+    """A gateway stub whose manifest is version ``version``; a fetch held by :meth:`hold_next` reads
+    the manifest as it stands when asked, then answers only once let go (a slow answer)."""
+
+    timeout, key_id = 1.0, "key-id"
+
+    def __init__(self):
+        self.version = 1
+        self._held = None
+
+    def hold_next(self):
+        """Events: the next fetch has begun; let it answer."""
+        self._held = threading.Event(), threading.Event()
+        return self._held
+
+    def fetch_manifest(self, etag=None):
+        version, held, self._held = self.version, self._held, None
+        if held is not None:
+            held[0].set()
+            held[1].wait(10)
+        if etag == f'"v{version}"':
+            return None
+        return ManifestDocument(({"name": f"tool-{version}"},), f'"v{version}"', 100)
+
+
+class Ticking:
+    """A wall clock that moves on at each reading, so that no two events are at the same time."""
+
+    def __init__(self):
+        self.now = 1.8e9
+
+    def __call__(self):
+        self.now += 0.001
+        return self.now
+
+
+def answer_in_thread(cache):
+    answered = []
+    thread = threading.Thread(target=lambda: answered.append(cache.get()))
+    thread.start()
+    return thread, answered
+
+
+@pytest.mark.parametrize("conditional", [False, True])
+def test_a_fetch_begun_before_a_refresh_does_not_undo_it(conditional):
+    """Worker A asks the gateway (for the whole manifest, or whether its copy is current); an
+    action is published and worker B's /refresh gets the news; A's older answer arrives last:
+    neither the instance nor A itself goes back to the older manifest."""
+    store, gateway, clock, a_clock = MemoryStore(), Publisher(), Ticking(), Clock()
+    worker_a, worker_b, worker_c = (ManifestCache(gateway, ttl=60, instance=InstanceCopy(store, "digest", clock=clock),
+                                                  clock=cache_clock) for cache_clock in (a_clock, Clock(), Clock()))
+    if conditional:
+        assert worker_a.get().etag == '"v1"'
+        a_clock.now += 61
+        clock.now += 61  # the instance's copy is as old
+    begun, answer = gateway.hold_next()
+    thread, answered = answer_in_thread(worker_a)
+    assert begun.wait(5)
+    gateway.version = 2
+    assert worker_b.refresh().etag == '"v2"'
+    answer.set()
+    thread.join(10)
+    assert worker_c.get().etag == '"v2"'  # taken from the instance: the refresh's answer
+    assert answered[0].etag == '"v2"'
+
+
+def test_an_older_answer_arriving_during_a_refresh_is_served_only_for_a_moment():
+    store, gateway, clock, a_clock = MemoryStore(), Publisher(), Ticking(), Clock()
+    worker_a, worker_b = (ManifestCache(gateway, ttl=60, instance=InstanceCopy(store, "digest", clock=clock),
+                                        clock=cache_clock) for cache_clock in (a_clock, Clock()))
+    a_begun, a_answer = gateway.hold_next()
+    a_thread, a_answered = answer_in_thread(worker_a)
+    assert a_begun.wait(5)
+    gateway.version = 2
+    b_begun, b_answer = gateway.hold_next()
+    refreshed = []
+    b_thread = threading.Thread(target=lambda: refreshed.append(worker_b.refresh()))
+    b_thread.start()
+    assert b_begun.wait(5)
+    a_answer.set()
+    a_thread.join(10)
+    assert a_answered[0].etag == '"v1"'  # nothing newer yet: A serves its own answer...
+    b_answer.set()
+    b_thread.join(10)
+    assert refreshed[0].etag == '"v2"'
+    a_clock.now += SOON_S
+    assert worker_a.get().etag == '"v2"'  # ...until the refresh's lands, not for a whole TTL
+
+
+def test_of_two_overlapping_fetches_the_later_begun_one_stays_the_instances_copy():
+    """A's slow answer outlives its claim, so worker B asks too and answers first; A's answer, older,
+    must not replace B's for the other workers."""
+    clock = Clock()
+    clock.now = 1.8e9  # a wall clock's time
+    store, gateway = MemoryStore(clock=clock), Publisher()
+    worker_a, worker_b, worker_c = (ManifestCache(gateway, ttl=60, instance=InstanceCopy(store, "digest", clock=clock))
+                                    for _ in range(3))
+    begun, answer = gateway.hold_next()
+    thread, answered = answer_in_thread(worker_a)
+    assert begun.wait(5)
+    gateway.version = 2
+    clock.now += gateway.timeout + 10  # A's claim lapses
+    assert worker_b.get().etag == '"v2"'
+    answer.set()
+    thread.join(10)
+    assert worker_c.get().etag == '"v2"'
+    assert answered[0].etag == '"v2"'
+
+
+def test_the_shared_store_records_answers_in_the_order_they_were_asked(tmp_path):
+    store = SqliteStore(str(tmp_path / "instance.db"))
+    first, second = (InstanceCopy(store, "digest") for _ in range(2))
+    old, new = Manifest(({"name": "old"},), '"v1"'), Manifest(({"name": "new"},), '"v2"')
+    assert second.confirm(new, changed=True, asked=2000.0) is False
+    assert first.confirm(old, changed=True, asked=1000.0) is True  # outdated: not recorded
+    assert first.load().etag == '"v2"' and first.age()[0] == '"v2"'
+    assert store.get(WRITING, "digest") is None  # the turn to write was given back
+    store.put(WRITING, "digest", 12345, 60)  # a worker that died while writing
+    assert first.confirm(old, changed=True, asked=3000.0) is False  # no turn: nothing written, no wait past a second
+    assert first.load().etag == '"v2"'
+    store.close()

@@ -4,11 +4,16 @@ A call answered with a plain JSON body runs on its request thread; ``HangupWatch
 registers the client's socket, and the watcher sets the call's ``cancelled`` event when that
 socket closes, so the polling stops and the gateway is asked to stop the work. The watcher
 thread exists only while there is something to watch.
+
+Only a definite sign counts as a hang-up (the peer closed or reset the connection, or the socket
+was closed under us); an error that may pass (EAGAIN, ENOMEM...) means "look again next time",
+for a false hang-up stops a call whose client is still waiting, and its work upstream.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import select
 import socket
 import threading
@@ -18,6 +23,8 @@ from typing import Iterator
 from ...cancellation import Cancellation
 
 READABLE = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
+BROKEN = select.POLLHUP | select.POLLERR | select.POLLNVAL  # closed both ways, reset, or no longer open
+GONE = {errno.ECONNRESET, errno.ECONNABORTED, errno.ENOTCONN, errno.ETIMEDOUT, errno.EBADF}
 
 
 class HangupWatch:
@@ -54,15 +61,30 @@ class HangupWatch:
                     return
                 watched = list(self._watched.items())
             for event, sock in watched:
-                if not event.is_set() and peer_closed(sock):
+                if not event.is_set() and self._hung_up(event, sock):
                     event.set()
+
+    def _hung_up(self, event: Cancellation, sock: socket.socket) -> bool:
+        """Whether the client behind a socket still watched hung up. Under the lock: once a call
+        has ended, the server may close its socket and give the fd number to another client."""
+        with self._lock:
+            return event in self._watched and peer_closed(sock)
 
 
 def peer_closed(sock: socket.socket) -> bool:
-    """Whether the client closed its end (readable with nothing to read); any fd number works."""
+    """Whether the client is certainly gone: it closed its end (readable with nothing to read), the
+    connection broke, or the socket was closed. Never blocks; any fd number works (poll, not select)."""
+    fd = sock.fileno()
+    if fd < 0:
+        return True  # closed by the server: no answer can reach the client
     try:
         poller = select.poll()
-        poller.register(sock, READABLE)
-        return bool(poller.poll(0)) and sock.recv(1, socket.MSG_PEEK) == b""
-    except (OSError, ValueError):
-        return True
+        poller.register(fd, READABLE)
+        ready = poller.poll(0)
+        if not ready:
+            return False
+        if ready[0][1] & BROKEN:
+            return True
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""  # (urgent data alone: EAGAIN)
+    except OSError as exc:
+        return exc.errno in GONE  # else transient (EAGAIN, EINTR, ENOMEM...): look again next time
