@@ -1,4 +1,4 @@
-"""``colabhive-mcp demo``: a real MCP session over stdio against the sandbox gateway.
+"""``colabhive-mcp demo``: a real MCP session over stdio against the sandbox gateway, then the way to a real one.
 
 :class:`StdioPeer` is a minimal synchronous MCP client that drives a server subprocess
 line by line; the demo uses it to show what an agent sees, and the tests use it to send
@@ -112,8 +112,26 @@ class StdioPeer:
             raise
 
 
+# What the demo calls: (tool, arguments, show progress). The tests hold the arguments to each tool's inputSchema.
+CALLS: tuple[tuple[str, dict[str, Any], bool], ...] = (
+    ("hive-chat", {"prompt": "Say hello to a new ColabHive user."}, False),
+    ("text-embed-small", {"text": "colabhive"}, False),
+    ("image-gen-tiny", {"prompt": "a beehive at dawn", "size": 32}, False),
+    ("cold-summarizer", {"text": "MCP lets agents call tools through one protocol."}, True),
+    ("flaky-translate", {"text": "bonjour", "target_language": "en"}, False),
+)
+# where ColabHive keys are made (the ColabHive Python SDK's documentation says so)
+KEYS_URL = "https://console.colabhive.com/builder/settings/api-keys"
+NEXT_STEPS = f"""
+Next steps:
+  1. Get an API key (hive_...) in the ColabHive console: {KEYS_URL}
+  2. Print the configuration for your MCP client, and paste it where the command says:
+       colabhive-mcp client-config claude-desktop    (or cursor, claude-code, vscode, n8n)
+     With --sandbox, the client gets a sandbox gateway like this one: no key needed."""
+
+
 def main() -> int:
-    """Start ``colabhive-mcp stdio --sandbox`` and show a short session in the terminal."""
+    """Start ``colabhive-mcp stdio --sandbox``, show a short session in the terminal, then what to do next."""
     peer = StdioPeer([sys.executable, "-m", "colabhive_mcp", "stdio", "--sandbox", "--log-level", "warning"],
                      stderr=None)
     try:
@@ -124,18 +142,15 @@ def main() -> int:
         print(f"{len(tools)} tools:")
         for tool in tools:
             print(f"  {tool['name']:<28} {tool.get('title', '')}")
-        _show_call(peer, "hive-chat", {"prompt": "Say hello to a new ColabHive user."})
-        _show_call(peer, "text-embed-small", {"text": "colabhive"})
-        _show_call(peer, "image-gen-tiny", {"prompt": "a beehive at dawn", "size": 32})
-        _show_call(peer, "cold-summarizer", {"text": "MCP lets agents call tools through one protocol."},
-                   progress=True)
-        _show_call(peer, "flaky-translate", {"text": "bonjour", "target": "en"})
+        for name, arguments, progress in CALLS:
+            _show_call(peer, name, arguments, progress)
     finally:
         peer.close()
+    print(NEXT_STEPS)
     return 0
 
 
-def _show_call(peer: StdioPeer, name: str, arguments: dict[str, Any], progress: bool = False) -> None:
+def _show_call(peer: StdioPeer, name: str, arguments: dict[str, Any], progress: bool) -> None:
     print(f"\n> tools/call {name} {json.dumps(arguments)}")
     params: dict[str, Any] = {"name": name, "arguments": arguments}
     if progress:

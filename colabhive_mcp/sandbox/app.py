@@ -126,8 +126,11 @@ class SandboxApp:
             injected = fault.strike(stopping)
             if injected is not None:
                 return injected
+        if not call.key:
+            return error_response(call.request, 401, "no API key: send it in the X-API-Key header")
         if call.key not in self.state.keys:
-            return error_response(call.request, 401, "missing or unknown X-API-Key")
+            # naming no header: colabhive-mcp passes this on to clients that sent a bearer token
+            return error_response(call.request, 401, "unknown API key")
         response = self._routes[call.route](call, **values)
         if fault is not None and fault.after:
             return fault.strike(stopping) or response

@@ -40,7 +40,27 @@ def _all_pages(client: requests.Session) -> tuple[list[dict[str, Any]], set[str]
 def test_every_route_needs_a_demo_key(sb: Sandbox, headers: dict[str, str], method: str, path: str) -> None:
     response = requests.request(method, sb.url + path, headers=headers, json={"input": {"text": "x"}}, timeout=5)
     assert response.status_code == 401
-    assert "X-API-Key" in response.json()["detail"]
+    if headers:  # a key it does not know: said without naming a header the caller may not have used
+        assert response.json()["detail"] == "unknown API key"
+    else:  # no key: where to send it
+        assert response.json()["detail"] == "no API key: send it in the X-API-Key header"
+
+
+def test_a_hosted_client_whose_bearer_token_is_unknown_is_told_so_in_its_own_terms(sb: Sandbox, tmp_path) -> None:
+    from werkzeug.test import Client
+
+    from colabhive_mcp.config import Config
+    from colabhive_mcp.transports.http.app import create_app
+
+    app = Client(create_app(Config(api_url=sb.url, session_secret="s" * 64, runtime_dir=str(tmp_path))))
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    answer = app.post("/mcp", json=initialize, headers={"Authorization": "Bearer hive_nobody_has_this_key",
+                                                        "Accept": "application/json, text/event-stream"})
+    assert answer.status_code == 401
+    message = answer.json["error"]["message"]  # what the MCP client shows its user
+    assert message.startswith("The ColabHive gateway rejected the API key (401 unknown API key).")
+    assert "X-API-Key" not in message.split(". Check the API key:")[0]  # the client sent no X-API-Key
 
 
 def test_pages_cover_the_whole_manifest_under_one_etag(alpha: requests.Session) -> None:

@@ -1,0 +1,30 @@
+"""``colabhive-mcp demo``: its calls are what the sandbox's tools take, and it ends with the next steps."""
+
+import subprocess
+import sys
+
+from jsonschema import Draft202012Validator
+
+from colabhive_mcp.cli.demo import CALLS, KEYS_URL
+from colabhive_mcp.sandbox.catalogue import default_actions
+
+from .test_stdio import server_env
+
+
+def test_every_demo_call_passes_what_its_tools_input_schema_asks():
+    schemas = {action.entry["name"]: action.entry["inputSchema"] for action in default_actions()}
+    for name, arguments, _ in CALLS:
+        # no argument the schema does not name: the gateway ignores those silently
+        strict = {**schemas[name], "additionalProperties": False}
+        problems = [e.message for e in Draft202012Validator(strict).iter_errors(arguments)]
+        assert not problems, (name, problems)
+
+
+def test_the_demo_shows_a_session_then_the_next_steps():
+    done = subprocess.run([sys.executable, "-m", "colabhive_mcp", "demo"], env=server_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert '"target_language": "en"' in done.stdout and "upstream model crashed" in done.stdout
+    next_steps = done.stdout[done.stdout.index("Next steps:"):]
+    assert KEYS_URL in next_steps and "colabhive-mcp client-config claude-desktop" in next_steps
+    assert "--sandbox" in next_steps
