@@ -1,8 +1,9 @@
 """Configuration: one table of settings, resolved as flag > environment > config file > default.
 
 Every setting is a field of :class:`Config` whose metadata says how to parse it, which
-environment variable and command-line flag set it, and whether it is secret. The CLI builds
-its flags from this table, and ``colabhive-mcp config`` prints where each value came from.
+environment variable and command-line flag set it, whether it is secret, and which mode it
+applies to (its scope). The CLI builds each command's flags from this table, and
+``colabhive-mcp config`` prints where each value came from.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ DEFAULT_API_URL = "https://api.colabhive.com"
 CONFIG_ENV = "COLABHIVE_MCP_CONFIG"
 STABILITIES = ("experimental", "beta", "stable")
 PROFILE_NAMES = ("claude-code", "claude-desktop", "cursor", "vscode", "gemini", "n8n", "inspector", "unknown")
+SCOPES = ("all", "stdio", "http")  # every mode that reaches the gateway; the stdio server only; serve only
 
 
 class ConfigError(ValueError):
@@ -29,15 +31,16 @@ class ConfigError(ValueError):
 
 def _setting(default: Any, parse: Callable[[Any], Any], help: str, *, env: str | None = None,
              secret: bool = False, metavar: str | None = None, example: Any = None,
-             aliases: tuple[str, ...] = ()) -> Any:
+             aliases: tuple[str, ...] = (), scope: str | None = None) -> Any:
     """A setting; ``example`` is shown in the example config file when there is no default.
 
     ``aliases`` are the names colabhive-mcp 0.3.4 gave it, accepted in every form: the flag
     ``--old-name``, the variable ``COLABHIVE_OLD_NAME`` and the file key ``old_name``.
+    ``scope`` is one of :data:`SCOPES`: "http" when the help starts with "HTTP:", else "all" unless given.
     """
     return field(default=default, metadata={
         "parse": parse, "help": help, "env": env, "secret": secret, "metavar": metavar, "example": example,
-        "aliases": aliases})
+        "aliases": aliases, "scope": scope or ("http" if help.startswith("HTTP: ") else "all")})
 
 
 @dataclass(frozen=True)
@@ -69,8 +72,8 @@ class Config:
         True, boolean, "revalidate the manifest with its ETag (off: fetch it whole every manifest_ttl)",
         env="COLABHIVE_MANIFEST_ETAG", aliases=("use_etag", "etag"))
     rejected_key_ttl: float = _setting(
-        30.0, number(float, 0, 86400), "seconds a key the gateway rejected is answered 401 without asking it again",
-        env="COLABHIVE_REJECTED_KEY_TTL")
+        30.0, number(float, 0, 86400), "HTTP: seconds a key the gateway rejected is answered 401 without asking "
+        "it again", env="COLABHIVE_REJECTED_KEY_TTL")
     manifest_pin: str | None = _setting(
         None, text, "only ever serve the manifest with this ETag", env="COLABHIVE_MANIFEST_PIN", metavar="ETAG")
     manifest_snapshot: str | None = _setting(
@@ -89,8 +92,8 @@ class Config:
         ("*",), words, "side effects an exposed action may have ('*': any, empty: none)",
         env="COLABHIVE_SIDE_EFFECTS", metavar="EFFECTS")
     deny_side_effects: tuple[str, ...] = _setting(
-        (), words, "hide actions with any of these side effects, e.g. writes,billing (and actions that do not "
-        "say what side effects they have)", env="COLABHIVE_DENY_SIDE_EFFECTS", metavar="EFFECTS")
+        (), words, "hide actions with any of these side effects, e.g. writes,billing ('*': any; and actions that "
+        "do not say what side effects they have)", env="COLABHIVE_DENY_SIDE_EFFECTS", metavar="EFFECTS")
     read_only: bool = _setting(
         False, boolean, "expose only actions without side effects", env="COLABHIVE_READ_ONLY")
     min_stability: str = _setting(
@@ -118,7 +121,7 @@ class Config:
         env="COLABHIVE_POLL_MAX_WAIT_BY", metavar="PAIRS")
     host_deadline: float | None = _setting(
         None, number(float, 0, 86400), "seconds every host is taken to wait for one tool call (0: no limit; "
-        "default: each client profile's own, e.g. 60 for Claude Desktop, 120 for Claude Code)",
+        "default: each client profile's own, e.g. 240 for Claude Desktop, 350 for Claude Code)",
         env="COLABHIVE_HOST_DEADLINE", example=60.0)
     host_deadlines: tuple[tuple[str, float], ...] = _setting(
         (), seconds_by_name(0, PROFILE_NAMES), "host_deadline for some client profiles, e.g. "
@@ -169,9 +172,10 @@ class Config:
         64 << 20, number(int, 1 << 16, 1 << 32), "most bytes any other answer of the gateway (an invocation and "
         "its result) may hold, decoded", env="COLABHIVE_RESULT_MAX_BYTES")
     workers: int = _setting(
-        32, number(int, 1, 1024), "threads serving stdio requests concurrently", env="COLABHIVE_WORKERS")
+        32, number(int, 1, 1024), "threads serving stdio requests concurrently", env="COLABHIVE_WORKERS",
+        scope="stdio")
     bind: str = _setting(
-        "127.0.0.1:8765", bind, "HTTP address to listen on (HOST:PORT)", env="COLABHIVE_BIND", metavar="HOST:PORT")
+        "127.0.0.1:8765", bind, "HTTP: address to listen on (HOST:PORT)", env="COLABHIVE_BIND", metavar="HOST:PORT")
     single_tenant: bool = _setting(
         False, boolean, "HTTP: serve only the configured key (loopback only), not the request's key",
         env="COLABHIVE_SINGLE_TENANT")
@@ -238,8 +242,8 @@ class Config:
     sse_keepalive: float = _setting(
         15.0, number(float, 0.1, 3600), "HTTP: seconds between SSE keep-alive comments", env="COLABHIVE_SSE_KEEPALIVE")
     log_level: str = _setting(
-        "info", choice("debug", "info", "warning", "error"), "log level (logs go to stderr)",
-        env="COLABHIVE_LOG_LEVEL", metavar="LEVEL")
+        "info", choice("debug", "info", "warning", "error"), "log level, on stderr (check, tools and call: "
+        "warning unless it is set)", env="COLABHIVE_LOG_LEVEL", metavar="LEVEL")
     log_frames: bool = _setting(
         False, boolean, "log every JSON-RPC frame (redacted, cut at 4000 characters) for debugging",
         env="COLABHIVE_LOG_FRAMES", aliases=("log_jsonrpc",))
@@ -270,12 +274,17 @@ class Resolved:
             value = getattr(self.config, f.name)
             if f.metadata["secret"] and value:
                 shown = f"(set; sha256 {ApiKey.of(value).log_id})"  # no part of a secret
-            elif isinstance(value, tuple):
-                shown = ",".join(v if isinstance(v, str) else f"{v[0]}={v[1]:g}" for v in value) or "(none)"
             else:
-                shown = "(unset)" if value is None else str(value)
+                shown = show(value)
             rows.append((f.name, shown, self.sources[f.name]))
         return rows
+
+
+def show(value: Any) -> str:
+    """A setting's value as ``colabhive-mcp config`` and the flags' help show it."""
+    if isinstance(value, tuple):
+        return ",".join(v if isinstance(v, str) else f"{v[0]}={v[1]:g}" for v in value) or "(none)"
+    return "(unset)" if value is None else str(value)
 
 
 def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
@@ -320,7 +329,8 @@ def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | No
         problems.append(f"manifest_pin = {pin!r} from {sources['manifest_pin']} is a file: manifest_pin is an "
                         "ETag now; serve a snapshot with manifest_snapshot = PATH")
     if problems:
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+        raise ConfigError("invalid configuration: " + (problems[0] if len(problems) == 1 else
+                                                       "\n  " + "\n  ".join(problems)))
     return Resolved(Config(**values), sources)
 
 
@@ -358,6 +368,7 @@ def _file_settings(path: str, problems: list[str]) -> dict[str, Any]:
     known = {f.name for f in SETTINGS}
     aliases = {alias: f.name for f in SETTINGS for alias in f.metadata["aliases"]}
     values: dict[str, Any] = {}
+    spelled: dict[str, str] = {}  # field name -> the key that gave its value
     for key, value in upgrade.flatten(_read_file(path), known).items():
         name = aliases.get(key, key)
         if key in upgrade.RETIRED or key in upgrade.GATES:
@@ -367,9 +378,10 @@ def _file_settings(path: str, problems: list[str]) -> dict[str, Any]:
         elif name not in known:
             problems.append(f"{path}: unknown setting {key!r}")
         elif name in values and values[name] != value:
-            problems.append(f"{path}: {key!r} and {name!r} are the same setting; keep one")
+            problems.append(f"{path}: {spelled[name]!r} and {key!r} are the same setting ({name}) with different "
+                            "values; keep one")
         else:
-            values[name] = value
+            values[name], spelled[name] = value, key
     return values
 
 

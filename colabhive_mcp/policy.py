@@ -1,5 +1,5 @@
-"""Which actions a server exposes: allow/deny globs, kinds, side effects (allowed or denied),
-stability, read-only.
+"""Which actions a server exposes: allow/deny globs, kinds, side effects (allowed or denied; ``*``
+means every side effect in both lists), stability, read-only.
 
 The same :class:`Policy` filters ``tools/list`` and is checked again on ``tools/call``, so a
 hidden action can never be reached by guessing its name.
@@ -51,7 +51,7 @@ class Policy:
         effects = side_effects(entry)
         if (self.read_only or self.deny_side_effects or "*" not in self.side_effects) and effects is None:
             return "the gateway does not say what side effects it has"
-        denied = [e for e in effects or () if e in self.deny_side_effects]
+        denied = [e for e in effects or () if e in self.deny_side_effects or "*" in self.deny_side_effects]
         if denied:
             return f"its side effects ({', '.join(denied)}) are denied"
         if self.read_only and effects:

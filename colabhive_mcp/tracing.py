@@ -130,7 +130,8 @@ def configure(environ: Mapping[str, str] = os.environ) -> bool:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError:
-        log.bind(hint="pip install 'colabhive-mcp[otel]' to export spans").warning("tracing.unavailable")
+        log.bind(hint="install the otel extra to export spans: 'colabhive-mcp[otel]==1.0.0', or "
+                      "pip install -e '.[otel]' in a checkout").warning("tracing.unavailable")
         return False
     provider = TracerProvider(resource=Resource.create({"service.name": environ.get("OTEL_SERVICE_NAME", "colabhive-mcp")}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))

@@ -2,10 +2,29 @@
 #
 # The settings come from colabhive_mcp.transports.http.hosting (the same ones `colabhive-mcp serve`
 # uses), which reads the COLABHIVE_* environment (see conf/colabhive-mcp.env.example). This file runs once in
-# the gunicorn master, before the workers fork: the runtime directory prepared here (the instance
-# store, the cancel relay) is therefore shared by every worker of this instance. Hosted mode needs
-# COLABHIVE_SESSION_SECRET; a worker refuses to start without it.
-from colabhive_mcp.config import load
-from colabhive_mcp.transports.http.hosting import export, gunicorn_settings
+# the gunicorn master, before the workers fork: the configuration is resolved and checked here, so that a
+# mistake is one line and exit status 2 (not a traceback in every worker, then a master that gives up), and
+# the runtime directory prepared here (the instance store, the cancel relay) is shared by every worker of
+# this instance. Hosted mode needs COLABHIVE_SESSION_SECRET.
+import sys
 
-globals().update(gunicorn_settings(export(load().config)))
+from colabhive_mcp.config import ConfigError, load
+from colabhive_mcp.transports.http import hosting
+
+
+def _settings() -> dict:
+    """gunicorn's settings. A function: gunicorn takes any module-level name that is one of its settings
+    (``config``, ``check_config``) for its own."""
+    try:
+        config = load().config
+        hosting.prepare_metrics_dir()  # before the app's modules import prometheus_client
+        from colabhive_mcp.transports.http.app import check_config
+
+        check_config(config)
+        return hosting.gunicorn_settings(hosting.export(config))
+    except ConfigError as exc:
+        print(f"colabhive-mcp: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+globals().update(_settings())

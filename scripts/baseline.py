@@ -124,3 +124,9 @@ class FloorServer(ServerProcess):
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError("the floor server did not start")
+
+
+if __name__ == "__main__":  # a module of bench.py, not a command: running it says what it is
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).print_help()

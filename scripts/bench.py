@@ -3,7 +3,7 @@
     python scripts/bench.py              # the full run (a few minutes on 2 cores)
     python scripts/bench.py --quick      # a smoke run (what the tests run): small counts
     python scripts/bench.py --json out.json --repeat 5 --only overhead_http,throughput_8_clients
-    python scripts/bench.py --table scripts/results/bench.json   # the README's table, from a results file
+    python scripts/bench.py --table scripts/results/bench.json   # the performance table in docs/performance.rst, from a results file
     python scripts/bench.py --json new.json --compare scripts/results/bench.json   # and what changed
     python scripts/bench.py --baseline /tmp/colabhive-0.3.4/bin/python   # and an older release, same run
 
@@ -13,7 +13,7 @@ counts the server's CPU per call (user + system time of its process tree, from /
 machine disturbs far less than it disturbs latencies. The comparisons with the direct gateway call run
 ``--repeat`` times: the table shows the median run and every run's headline figure (the spread).
 Figures, not tests: they depend on the machine. The JSON records the settings the servers ran
-with and the machine; ``--table`` renders the README's performance table from it, and a figure
+with and the machine; ``--table`` renders the performance table of docs/performance.rst from it, and a figure
 measured with non-default settings says so there. ``--baseline PYTHON`` also measures the release
 of colabhive-mcp that PYTHON has installed (``baseline.py`` says how to install 0.3.4), against
 the same gateway in the same run: its figures get a column of their own. The throughput is also
@@ -396,7 +396,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=None, metavar="N",
                         help="runs of each comparison with the direct call (default 3, 1 with --quick)")
     parser.add_argument("--only", metavar="NAMES", help="comma-separated figures to measure (default: all)")
-    parser.add_argument("--table", metavar="FILE", help="print the README's table from a results file, and stop")
+    parser.add_argument("--table", metavar="FILE", help="print the performance table (docs/performance.rst) from a results file, and stop")
     parser.add_argument("--compare", metavar="OLD", help="then print each headline figure beside the one in OLD")
     parser.add_argument("--baseline", metavar="PYTHON", help="also measure the colabhive-mcp release this Python has "
                         "installed (stdio start-up, HTTP added latency and throughput), in the same run")

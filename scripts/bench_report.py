@@ -1,4 +1,4 @@
-"""How ``bench.py`` reports: the README's table from a results file, and a comparison of two runs.
+"""How ``bench.py`` reports: the performance table (docs/performance.rst) from a results file, and a comparison of two runs.
 
     python scripts/bench.py --table scripts/results/bench.json
     python scripts/bench.py --json new.json --compare scripts/results/bench.json
@@ -44,7 +44,7 @@ def render_comparison(old: dict[str, Any], new: dict[str, Any]) -> str:
 
 
 def render_table(results: dict[str, Any], source: str) -> str:
-    """The README's performance table (reStructuredText) from a results file: no hand-typed figure."""
+    """The performance table of docs/performance.rst (reStructuredText) from a results file: no hand-typed figure."""
     def spread(runs: list[float], unit: str = "") -> str:
         return f"runs {min(runs):g}–{max(runs):g}{unit}" if len(runs) > 1 else "one run"
 
@@ -128,3 +128,9 @@ def _rst_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     rule = "  ".join("=" * w for w in widths)
     line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
     return "\n".join([rule, line(header), rule, *map(line, rows), rule])
+
+
+if __name__ == "__main__":  # a module of bench.py, not a command: running it says what it is
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).print_help()

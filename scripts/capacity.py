@@ -1,6 +1,6 @@
 """Long-call capacity at default settings: 1,000 concurrent 15 s calls over 100 keys on one instance.
 
-    python scripts/capacity.py                                    # the figure the README quotes
+    python scripts/capacity.py                                    # the figure docs/performance.rst quotes
     python scripts/capacity.py --calls 200 --keys 20 --seconds 5  # a smaller run
     python scripts/capacity.py --json capacity.json
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the official MCP server conformance suite (@modelcontextprotocol/conformance) against a
 # Streamable HTTP endpoint on loopback, with conf/conformance-baseline.yml as expected failures.
-#
+# Usage:
 #   scripts/conformance.sh URL [extra conformance args...]
 #   scripts/conformance.sh http://127.0.0.1:8765/mcp                  # active suite (30 scenarios)
 #   scripts/conformance.sh http://127.0.0.1:8765/mcp --suite all      # active + pending (32)
@@ -73,16 +73,16 @@ BASELINE=${CONFORMANCE_BASELINE:-$ROOT/conf/conformance-baseline.yml}
 say() { printf 'conformance.sh: %s\n' "$*" >&2; }
 die() { say "$*"; exit 2; }
 
-usage() {
-    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
-    exit 2
+usage() {  # $1: the exit status; asked for (--help, 0): on stdout, else on stderr
+    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+    exit "$1"
 }
 
-[ $# -ge 1 ] || usage
+[ $# -ge 1 ] || usage 2 >&2
 case "$1" in
-    -h|--help) usage ;;
+    -h|--help) usage 0 ;;
     --list) LIST=1; shift ;;
-    -*) usage ;;
+    -*) usage 2 >&2 ;;
     *) LIST=0; URL=$1; shift ;;
 esac
 

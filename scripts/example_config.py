@@ -1,5 +1,6 @@
 """Write conf/colabhive-mcp.example.toml from the settings table (run after adding a setting)."""
 
+import argparse
 from pathlib import Path
 
 from colabhive_mcp.config import SETTINGS
@@ -9,6 +10,7 @@ HEADER = """\
 # Precedence: command-line flag > environment variable > this file > default.
 # Secrets (the API key, the session secret) belong in the environment, not in a file.
 """
+EXAMPLE = Path(__file__).resolve().parent.parent / "conf" / "colabhive-mcp.example.toml"
 
 
 def toml_value(field) -> str:
@@ -22,15 +24,19 @@ def toml_value(field) -> str:
     return repr(default)
 
 
-def main() -> None:
+def render() -> str:
     lines = [HEADER]
     for field in SETTINGS:
         if field.metadata["secret"]:
             continue
         lines.append(f"# {field.metadata['help']} (${field.metadata['env']})")
         lines.append(f"# {field.name} = {toml_value(field)}\n")
-    path = Path(__file__).resolve().parent.parent / "conf" / "colabhive-mcp.example.toml"
-    path.write_text("\n".join(lines))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    argparse.ArgumentParser(description=__doc__).parse_args()
+    EXAMPLE.write_text(render())
 
 
 if __name__ == "__main__":

@@ -32,3 +32,9 @@ def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable
         "content": [{"type": "text", "text": text}], "resultType": "complete"}}).encode()
     start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(answer)))])
     return [answer]
+
+
+if __name__ == "__main__":  # an app for gunicorn, not a command: running it says what it is
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).print_help()

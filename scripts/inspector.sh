@@ -8,6 +8,9 @@
 # Exit codes are the Inspector's: 0 ok, 1 usage, 3 auth required, 4 unreachable, 5 tool error
 # (isError), 6 a tool schema that is not portable (--strict).
 set -euo pipefail
+case "${1:-}" in  # this help, before anything is installed
+    -h|--help) printf 'usage: scripts/inspector.sh INSPECTOR-CLI-ARGS...\n'; sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
 VERSION=2.12.0
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 DIR="$ROOT/.cache/inspector"

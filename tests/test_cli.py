@@ -1,18 +1,26 @@
-"""The command line: resolved configuration, the standalone sandbox, flags without a subcommand."""
+"""The command line: resolved configuration, the standalone sandbox, flags without a subcommand,
+mistakes said in one line with the exit code the same in every command, help that fits each command."""
 
 import json
+import re
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import requests
 
 from colabhive_mcp.cli import main
+from colabhive_mcp.cli.main import _check_free
+from colabhive_mcp.config import ConfigError
 from colabhive_mcp.sandbox import DEMO_KEY
 
+from .http_server import SECRET, HttpServer
 from .test_stdio import server_env
+
+MISSING = "key missing: set COLABHIVE_API_KEY (or try --sandbox)"
 
 
 def free_port():
@@ -101,7 +109,6 @@ def test_call_runs_a_tool_and_saves_media(sandbox, tmp_path):
     slow = cli("call", "batch-report", "--args", '{"seconds": 2}', sandbox=sandbox)
     assert "report ready" in slow.stdout and "step" in slow.stderr  # the live progress line
     assert cli("call", "flaky-translate", "--args", '{"text": "x"}', sandbox=sandbox).returncode == 1
-    assert cli("call", "nope", sandbox=sandbox).returncode == 2
     assert cli("call", "echo", "--args", "[1]", sandbox=sandbox).returncode == 2
 
 
@@ -111,13 +118,194 @@ def test_call_follows_the_continuations_past_the_hosts_deadline_to_the_result(sa
     assert len([e for e in sandbox.journal_entries() if e["route"] == "invoke"]) == 1
 
 
-@pytest.mark.parametrize("client", ["claude-desktop", "cursor", "claude-code", "n8n", "vscode"])
-@pytest.mark.parametrize("url", [None, "https://mcp.example.com/mcp"])
-def test_client_config_prints_a_snippet(client, url):
-    result = cli("client-config", client, *(["--url", url] if url else []))
-    assert result.returncode == 0
-    if client == "claude-code":
-        assert result.stdout.startswith("claude mcp add")
-    else:
-        snippet = json.loads(result.stdout)
-        assert (url or "colabhive") in json.dumps(snippet)
+def outcome(capsys, *argv):
+    """main's exit status, stdout and stderr, for a command line that stops before serving anything."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_a_flag_and_its_0_3_4_spelling_that_disagree_stop_the_start(capsys):
+    code, out, err = outcome(capsys, "config", "--poll-interval", "3", "--poll-max-interval", "2")
+    assert (code, out) == (2, "") and err == ("colabhive-mcp: invalid configuration: poll_max_interval: flag "
+                                              "--poll-interval and flag --poll-max-interval disagree; keep one\n")
+    code, _, err = outcome(capsys, "config", "--no-etag", "--manifest-etag")
+    assert code == 2 and "flag --etag and flag --manifest-etag disagree" in err
+    code, out, _ = outcome(capsys, "config", "--poll-interval", "2", "--poll-max-interval", "2.0", "--deny", "a",
+                           "--deny", "b")  # the same value; one spelling twice (the last wins)
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()}
+    assert code == 0 and rows["poll_max_interval"] == "2.0" and rows["deny"] == "b"
+
+
+def test_a_mistyped_command_is_answered_with_the_closest_and_the_list(capsys):
+    for argv in (["chek"], ["--log-level", "error", "chek"]):
+        code, out, err = outcome(capsys, *argv)
+        assert (code, out) == (2, "") and len(err.splitlines()) == 1
+        assert "unknown command 'chek'; did you mean check?" in err and "stdio, serve, check, tools, call" in err
+    code, _, err = outcome(capsys, "frobnicate")
+    assert code == 2 and "did you mean" not in err and "client-config, config, sandbox, demo" in err
+
+
+def test_settings_flags_may_come_before_the_command(capsys, sandbox):
+    code, out, _ = outcome(capsys, "--deny", "tools", "config")  # a flag's value is not a command
+    assert code == 0 and re.search(r"^deny +tools +\[flag --deny\]$", out, re.M)
+    listed = subprocess.run([sys.executable, "-m", "colabhive_mcp", "--sandbox", "--log-level", "error", "tools"],
+                            env=server_env(), capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and "echo" in listed.stdout, listed.stderr
+
+
+def normalized(text):
+    return " ".join(text.split())
+
+
+def test_each_command_shows_only_its_own_settings_with_their_defaults(capsys):
+    helps = {}
+    for command in ("stdio", "serve", "check", "tools", "call", "config", "client-config"):
+        code, helps[command], _ = outcome(capsys, command, "--help")
+        assert code == 0
+    has = {command: set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", text)) for command, text in helps.items()}
+    http = {"--http-workers", "--bind", "--session-secret", "--allowed-origins", "--cors-origins", "--runtime-dir"}
+    assert http <= has["serve"] and not http & (has["stdio"] | has["check"] | has["tools"] | has["call"])
+    assert "--workers" in has["stdio"] and "--workers" not in has["serve"] | has["check"]
+    assert http | {"--workers", "--deny"} <= has["config"]
+    assert "serving stdio requests concurrently (default: 32) [$COLABHIVE_WORKERS]" in normalized(helps["stdio"])
+    assert "gunicorn worker processes (default: 2)" in normalized(helps["serve"])
+    assert "NAME the tool's name, as `colabhive-mcp tools` lists it" in normalized(helps["call"])
+    assert "CLIENT the MCP client: claude-desktop" in normalized(helps["client-config"])
+    assert "exit codes:" in helps["check"] and "3 no API key" in normalized(helps["call"])
+    code, _, err = outcome(capsys, "stdio", "--http-workers", "4")
+    assert code == 2 and err == ("colabhive-mcp: --http-workers is a setting of `colabhive-mcp serve`; leave it out "
+                                 "of `colabhive-mcp stdio`\n")
+
+
+def run(*argv, **env):
+    return subprocess.run([sys.executable, "-m", "colabhive_mcp", *argv], env=server_env(**env), capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("command", [["check"], ["tools"], ["call", "echo", "--args", '{"text": "x"}']],
+                         ids=["check", "tools", "call"])
+def test_check_tools_and_call_log_only_warnings_unless_a_level_is_asked_for(sandbox, command):
+    quiet = run(*command, "--api-url", sandbox.url, COLABHIVE_API_KEY=DEMO_KEY)
+    assert quiet.returncode == 0 and '"level": "info"' not in quiet.stderr, quiet.stderr  # (call's progress: there)
+    asked = run(*command, "--api-url", sandbox.url, COLABHIVE_API_KEY=DEMO_KEY, COLABHIVE_LOG_LEVEL="info")
+    assert asked.returncode == 0 and '"event": "manifest.fetched"' in asked.stderr
+
+
+@pytest.mark.parametrize("command", [["check"], ["tools"], ["call", "echo", "--args", '{"text": "x"}']],
+                         ids=["check", "tools", "call"])
+def test_check_tools_and_call_say_the_same_thing_with_the_same_exit_code(sandbox, command):
+    """No key 3, unreachable 4, key rejected 5, every action hidden 6 (check's codes), in each."""
+    def said(result):
+        return result.stdout if command == ["check"] else result.stderr
+
+    missing = cli(*command, sandbox=sandbox, key=None)
+    assert missing.returncode == 3
+    assert (f"key        {MISSING[4:]}" in missing.stdout if command == ["check"] else
+            missing.stderr == f"colabhive-mcp: {MISSING}\n")
+    unreachable = cli(*command, "--api-url", f"http://127.0.0.1:{free_port()}", "--retries", "0")
+    assert unreachable.returncode == 4 and "manifest" in said(unreachable) and "cannot reach" in said(unreachable)
+    rejected = cli(*command, sandbox=sandbox, key="hive_wrong_key_000")
+    assert rejected.returncode == 5 and "key" in said(rejected) and "REJECTED" in said(rejected)
+    assert cli(*command, "--deny", "*", sandbox=sandbox).returncode == 6
+
+
+def test_call_refuses_a_tool_that_is_unknown_or_hidden_before_calling_it(sandbox, journal):
+    unknown = cli("call", "nope", sandbox=sandbox)
+    assert unknown.returncode == 6 and unknown.stderr == (
+        "colabhive-mcp: tool 'nope' UNKNOWN: `colabhive-mcp tools` lists the tools\n")
+    hidden = cli("call", "crm-create-contact", "--deny", "crm-*", sandbox=sandbox)
+    assert hidden.returncode == 6 and "HIDDEN: matched by the deny pattern 'crm-*'" in hidden.stderr
+    assert not journal("invoke")
+
+
+def test_call_refuses_an_out_directory_that_is_not_there_before_calling(sandbox, journal, tmp_path):
+    missing = tmp_path / "missing"
+    result = cli("call", "image-gen-tiny", "--args", '{"prompt": "bee", "size": 16}', "--out", str(missing),
+                 sandbox=sandbox)
+    assert result.returncode == 2 and result.stderr == (
+        f"colabhive-mcp: --out {missing} is not a directory: make it first (nothing was called)\n")
+    assert not journal("invoke") and not missing.exists()
+
+
+@pytest.mark.parametrize("key", ["sk-live-0123456789", "hive_with a space", "hive_x"])
+def test_a_key_of_another_shape_gets_a_warning_not_a_refusal(sandbox, key):
+    for result in (cli("check", sandbox=sandbox, key=key), run("stdio", "--api-url", sandbox.url, "--log-level",
+                                                               "error", COLABHIVE_API_KEY=key)):
+        warning = [line for line in result.stderr.splitlines() if "warning" in line]
+        assert warning == ["colabhive-mcp: warning: the API key from environment COLABHIVE_API_KEY does not look "
+                           "like a ColabHive key (hive_ then letters and digits); if the gateway rejects it, check "
+                           "it"], result.stderr
+    checked = cli("check", sandbox=sandbox, key=key)
+    assert checked.returncode == 5 and "REJECTED" in checked.stdout  # the gateway was asked all the same
+    assert "warning" not in cli("check", sandbox=sandbox, key=DEMO_KEY).stderr
+
+
+def test_serve_refuses_an_address_in_use_in_one_line_before_gunicorn_starts():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("serve", "--bind", f"127.0.0.1:{port}", COLABHIVE_SESSION_SECRET=SECRET)
+    assert result.returncode == 2
+    assert result.stderr == f"colabhive-mcp: 127.0.0.1:{port} is in use; pass --bind 127.0.0.1:PORT\n"
+
+
+def ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("family,host,shown", [
+    (socket.AF_INET, "localhost", "localhost"),
+    pytest.param(socket.AF_INET6, "::1", "[::1]", marks=pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6")),
+])
+def test_the_address_check_binds_as_gunicorn_does(family, host, shown):
+    with socket.socket(family) as taken:
+        taken.bind(("::1" if family == socket.AF_INET6 else "127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=re.escape(f"{shown}:{port} is in use; pass --bind {shown}:PORT")):
+            _check_free(f"{shown}:{port}")
+    _check_free(f"{shown}:{port}")  # free again: the check let it go
+    _check_free(f"{shown}:{port}")
+    with pytest.raises(ConfigError, match="cannot listen on no-such-host.invalid:1: "):
+        _check_free("no-such-host.invalid:1")
+
+
+GUNICORN = [sys.executable, "-m", "gunicorn", "-c", str(Path(__file__).parent.parent / "conf" / "gunicorn.conf.py"),
+            "colabhive_mcp.transports.http:create_app()"]
+
+
+@pytest.mark.parametrize("env,says", [
+    ({"COLABHIVE_MANIFEST_TTL": "soon", "COLABHIVE_SESSION_SECRET": SECRET},
+     "invalid configuration: manifest_ttl = 'soon' from environment COLABHIVE_MANIFEST_TTL: expected a number"),
+    ({}, "hosted mode signs session ids, task ids and confirmations with session_secret: set COLABHIVE_SESSION_SECRET"),
+], ids=["bad value", "no session secret"])
+@pytest.mark.parametrize("how", ["serve", "plain gunicorn"])
+def test_a_configuration_error_is_one_line_before_any_worker_starts(env, says, how):
+    argv = GUNICORN + ["--bind", f"127.0.0.1:{free_port()}"] if how == "plain gunicorn" else [
+        sys.executable, "-m", "colabhive_mcp", "serve", "--bind", f"127.0.0.1:{free_port()}"]
+    result = subprocess.run(argv, env=server_env(**env), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(f"colabhive-mcp: {says}")
+
+
+def test_serve_with_the_sandbox_says_where_and_with_which_key(gateway_sandbox):
+    from .test_http import initialize
+
+    server = HttpServer(gateway_sandbox.url, "--sandbox", "--http-workers", "1")
+    try:
+        said = [line for line in server.stderr().splitlines() if not line.startswith("{")]
+        assert said[:2] == [f"colabhive-mcp: the sandbox's tools are at {server.url}",
+                            f"colabhive-mcp: send the demo key: Authorization: Bearer {DEMO_KEY}"], said
+        assert initialize(server.url, key=DEMO_KEY)
+    finally:
+        server.stop()

@@ -120,3 +120,37 @@ def test_secrets_come_from_systemd_credentials_when_the_environment_has_none(tmp
     given = load(environ={**environ, "COLABHIVE_SESSION_SECRET": "cd" * 32}).config.session_secret
     assert given == "cd" * 32  # the environment wins
     assert secret not in " ".join(value for _, value, _ in resolved.describe())
+
+
+def test_two_spellings_of_one_setting_in_a_file_are_named_as_written(tmp_path):
+    path = tmp_path / "old.toml"
+    path.write_text("use_etag = false\n[filter]\netag = true\n")
+    with pytest.raises(ConfigError) as caught:
+        load({}, {}, str(path))
+    assert "'use_etag' and 'etag' are the same setting (manifest_etag)" in str(caught.value)
+    path.write_text("use_etag = false\netag = false\n")  # the same value twice: no problem
+    assert load({}, {}, str(path)).config.manifest_etag is False
+
+
+def test_one_problem_is_one_line():
+    with pytest.raises(ConfigError) as caught:
+        load({"retries": "-1"}, {})
+    assert str(caught.value) == "invalid configuration: retries = '-1' from flag --retries: must be between 0 and 10"
+
+
+def test_each_setting_has_a_scope_and_http_settings_say_so():
+    from colabhive_mcp.config import SCOPES, SETTINGS
+
+    scopes = {f.name: f.metadata["scope"] for f in SETTINGS}
+    assert set(scopes.values()) == set(SCOPES)
+    assert all(f.metadata["scope"] == "http" for f in SETTINGS if f.metadata["help"].startswith("HTTP:"))
+    assert scopes["bind"] == scopes["http_workers"] == scopes["rejected_key_ttl"] == "http"
+    assert scopes["workers"] == "stdio" and scopes["deny"] == scopes["log_level"] == "all"
+
+
+def test_the_example_config_file_is_what_the_script_writes():
+    import runpy
+    from pathlib import Path
+
+    script = runpy.run_path(str(Path(__file__).parent.parent / "scripts" / "example_config.py"))
+    assert script["EXAMPLE"].read_text() == script["render"](), "run python scripts/example_config.py"

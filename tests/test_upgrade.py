@@ -2,17 +2,21 @@
 or are refused at start with what to use instead. Never silently ignored: a user who denied side
 effects in 0.3.4 must not get them after the upgrade."""
 
+import re
 import subprocess
 import sys
 
 import pytest
+import requests
 
 from colabhive_mcp import __version__
-from colabhive_mcp.cli.main import build_parser, resolve
-from colabhive_mcp.config import ConfigError, load
+from colabhive_mcp.cli.main import command_line, resolve
+from colabhive_mcp.config import SETTINGS, ConfigError, load, show
 from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
+from colabhive_mcp.upgrade import GATES
 
+from .http_server import HttpServer, log_events
 from .test_stdio import server_env
 
 # (0.3.4 flag and value, setting, the value it must have)
@@ -44,7 +48,7 @@ VARIABLES = [
 
 
 def parsed(*argv):
-    args = build_parser().parse_args(["stdio", *argv])
+    args = command_line().parse_args(["stdio", *argv])
     return resolve(args).config
 
 
@@ -122,6 +126,7 @@ def run_cli(*argv, **env):
 def test_0_3_4_flags_with_no_equivalent_stop_the_start_with_what_to_do(argv, says):
     result = run_cli(*argv, COLABHIVE_API_KEY=DEMO_KEY)
     assert result.returncode == 2 and says in result.stderr and result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1, result.stderr  # the sentence alone, no usage
 
 
 def test_the_0_3_4_commands_still_work(sandbox):
@@ -172,3 +177,72 @@ def test_no_etag_fetches_the_manifest_whole_each_time(sandbox, journal):
     asked = [e["if_none_match"] for e in journal("manifest") if not e.get("cursor")]
     assert asked[0] is None and asked[1] is not None  # with ETags: revalidated
     assert asked[2:] == [None, None]  # --no-etag: fetched whole
+
+
+# A value for every setting that has 0.3.4 names, set through all of them at once (they agree): the
+# filters leave only echo (each hides one action the others would show); the rest is seen below.
+OLD_VALUES = {
+    "allow": "echo,crm-*,hive-*,flaky-*",  # not batch-report: a stable tool no other filter hides
+    "deny": "crm-*",  # an operation, a kind that is allowed
+    "kinds": "tool,specialist,operation",  # hive-chat is an llm
+    "min_stability": "stable",  # flaky-translate is beta
+    "request_timeout": "10",  # 0.3.4 wrote whole numbers; serve's workers once saw "10.0" beside it and refused
+    "manifest_etag": "true",
+    "tenant_calls_per_minute": "600",
+    "poll_max_interval": "0.2",
+    "allowed_origins": "https://app.example.com",
+    "log_frames": "true",
+}
+OLD_ENVIRONMENT = {
+    **{f"COLABHIVE_{alias.upper()}": OLD_VALUES[f.name] for f in SETTINGS for alias in f.metadata["aliases"]},
+    **{variable: "false" for variable in GATES.values()},  # 0.3.4's gates, left off: accepted
+    "COLABHIVE_SYNC_TIMEOUT": "1.0",  # 0.3.4 wrote it as a float
+    "COLABHIVE_POLL_MAX_INTERVAL": "",  # the test server's own setting, which would disagree with the alias
+}
+
+
+def test_the_test_covers_every_0_3_4_name():
+    assert set(OLD_VALUES) == {f.name for f in SETTINGS if f.metadata["aliases"]}
+
+
+def old_config_home(tmp_path):
+    """0.3.4's own configuration file, where it kept it, in its tables."""
+    (tmp_path / "colabhive-mcp").mkdir()
+    (tmp_path / "colabhive-mcp" / "config.toml").write_text(
+        '[filter]\ndeny_side_effects = ["billing"]\n[transport]\ncohort_tools_enabled = false\n')
+    return str(tmp_path)
+
+
+def test_every_0_3_4_name_takes_effect(tmp_path):
+    shown = run_cli("config", **OLD_ENVIRONMENT, XDG_CONFIG_HOME=old_config_home(tmp_path))
+    assert shown.returncode == 0, shown.stderr
+    rows = {name: (value, source) for name, value, source in
+            (re.match(r"(\S+)\s+(.*)  \[(.*)\]$", line).groups() for line in shown.stdout.splitlines())}
+    for f in SETTINGS:
+        if f.metadata["aliases"]:
+            assert rows[f.name] == (show(f.metadata["parse"](OLD_VALUES[f.name])),
+                                    f"environment COLABHIVE_{f.metadata['aliases'][0].upper()}")
+    assert rows["sync_timeout"][0] == "1" and rows["deny_side_effects"][0] == "billing"
+    assert rows["deny_side_effects"][1].startswith("config file")
+
+
+@pytest.mark.parametrize("gunicorn_conf", [False, True], ids=["serve", "plain-gunicorn"])
+def test_a_hosted_server_starts_and_serves_with_every_0_3_4_name_set(gateway_sandbox, tmp_path, gunicorn_conf):
+    """Under ``serve`` (its workers get the configuration through the fork) and under plain gunicorn
+    (its workers read the environment and the file again): the server answers, and the old names
+    took effect in the workers."""
+    from .test_http import initialize, rpc
+
+    server = HttpServer(gateway_sandbox.url, gunicorn_conf=gunicorn_conf,
+                        env={**OLD_ENVIRONMENT, "XDG_CONFIG_HOME": old_config_home(tmp_path)})
+    try:
+        session = initialize(server.url)
+        listed = rpc(server.url, "tools/list", session=session)
+        names = {t["name"] for t in listed.json()["result"]["tools"] if not t["name"].startswith("colabhive__")}
+        assert names == {"echo"}
+        preflight = requests.options(server.url, headers={"Origin": "https://app.example.com",
+                                                          "Access-Control-Request-Method": "POST"}, timeout=10)
+        assert preflight.status_code == 204  # cors_origins
+    finally:
+        logged = server.stop()
+    assert log_events(logged, "mcp.frame")  # log_jsonrpc

@@ -1,7 +1,9 @@
-"""The CLI's commands for humans: check, tools, call, client-config.
+"""The CLI's commands for humans: check, tools, call.
 
 ``tools`` and ``call`` go through the protocol core exactly as an agent's requests do, so what
-they show is what the agent gets.
+they show is what the agent gets. Like ``check``, they first load the key's tool list, so that a
+missing or rejected key, an unreachable gateway or a tool the filters hide is said in the same
+words, with the same exit code (:data:`colabhive_mcp.cli.arguments.EXIT_CODES`), in all three.
 """
 
 from __future__ import annotations
@@ -13,18 +15,55 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, results
+from .. import results
 from ..config import Config
 from ..keys import KeyRejected
 from ..manifest import ManifestError
 from ..profiles import for_client
-from ..protocol import LEGACY_VERSIONS, Server, Session
+from ..protocol import LEGACY_VERSIONS, Server, Session, jsonrpc
 from ..tenant import Tenant
+from ..tools import Catalog, Tool
+from .arguments import KEY_REJECTED, NO_KEY, NO_TOOLS, OK, TOOL_FAILED, UNREACHABLE
 
-# exit codes of `check`
-OK, NO_KEY, UNREACHABLE, KEY_REJECTED, NO_TOOLS = 0, 3, 4, 5, 6
+KEY_MISSING = "missing: set COLABHIVE_API_KEY (or try --sandbox)"
 EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/webp": ".webp", "audio/wav": ".wav",
               "audio/mpeg": ".mp3"}
+
+
+class Failed(Exception):
+    """A step that failed: which (key, manifest), what went wrong, and the exit code that says so."""
+
+    def __init__(self, step: str, problem: str, code: int) -> None:
+        super().__init__(f"{step} {problem}")
+        self.step, self.problem, self.code = step, problem, code
+
+
+def _open(config: Config) -> Tenant:
+    if not config.api_key:
+        raise Failed("key", KEY_MISSING, NO_KEY)
+    return Tenant(config, config.api_key)
+
+
+def _load(tenant: Tenant, config: Config, client: str) -> Catalog:
+    """The key's tools as ``client`` sees them; :class:`Failed` when the gateway rejects the key or
+    cannot give the list."""
+    try:
+        return tenant.catalog(for_client({"name": client}, config))
+    except KeyRejected as exc:
+        raise Failed("key", f"REJECTED: {exc}", KEY_REJECTED) from None
+    except ManifestError as exc:
+        raise Failed("manifest", f"FAILED: {exc}", UNREACHABLE) from None
+
+
+def _actions(catalog: Catalog) -> tuple[list[Tool], list[Tool]]:
+    """The gateway's actions (not the built-in tools): those shown, and those the filters hide."""
+    actions = [t for t in catalog.by_name.values() if not t.builtin]
+    return [t for t in actions if not t.refusal], [t for t in actions if t.refusal]
+
+
+def _said(text: str, code: int) -> int:
+    print(f"colabhive-mcp: {text}", file=sys.stderr)
+    return code
 
 
 def check(config: Config, out: Any = sys.stdout) -> int:
@@ -33,30 +72,24 @@ def check(config: Config, out: Any = sys.stdout) -> int:
         print(text, file=out)
 
     say(f"gateway    {config.api_url}")
-    if not config.api_key:
-        say("key        missing: set COLABHIVE_API_KEY (or try --sandbox)")
-        return NO_KEY
-    tenant = Tenant(config, config.api_key)
-    say(f"key        sha256 {tenant.key_id}")
-    started = time.perf_counter()
     try:
-        catalog = tenant.catalog(for_client({}, config))
-    except KeyRejected as exc:
-        say(f"key        REJECTED: {exc}")
-        return KEY_REJECTED
-    except ManifestError as exc:
-        say(f"manifest   FAILED: {exc}")
-        return UNREACHABLE
-    finally:
-        tenant.close()
+        tenant = _open(config)
+        say(f"key        sha256 {tenant.key_id}")
+        started = time.perf_counter()
+        try:
+            catalog = _load(tenant, config, "")
+        finally:
+            tenant.close()
+    except Failed as failed:
+        say(f"{failed.step:<10} {failed.problem}")
+        return failed.code
     took = (time.perf_counter() - started) * 1000
-    actions = [t for t in catalog.by_name.values() if not t.builtin]
-    hidden = [t for t in actions if t.refusal]
-    say(f"manifest   {len(actions)} actions in {took:.0f} ms (ETag {catalog.manifest.etag})")
-    say(f"tools      {len(actions) - len(hidden)} shown, {len(hidden)} hidden by the filters")
+    shown, hidden = _actions(catalog)
+    say(f"manifest   {len(shown) + len(hidden)} actions in {took:.0f} ms (ETag {catalog.manifest.etag})")
+    say(f"tools      {len(shown)} shown, {len(hidden)} hidden by the filters")
     for tool in sorted(hidden, key=lambda t: t.slug):
         say(f"  hidden   {tool.slug}: {tool.refusal}")
-    return OK if len(hidden) < len(actions) else NO_TOOLS
+    return OK if shown else NO_TOOLS
 
 
 def _session(server: Server, tenant: Tenant, client: str) -> Session:
@@ -67,36 +100,46 @@ def _session(server: Server, tenant: Tenant, client: str) -> Session:
     return session
 
 
+def _error(error: dict[str, Any], otherwise: int) -> int:
+    """Say a JSON-RPC error; its exit code (a rejected key's, else ``otherwise``)."""
+    return _said(error["message"], KEY_REJECTED if error["code"] == jsonrpc.KEY_REJECTED else otherwise)
+
+
 def tools(config: Config, client: str, as_json: bool, out: Any = sys.stdout) -> int:
     """The tool list exactly as an agent with this client name sees it."""
-    server, tenant = Server(config), Tenant(config, config.api_key or "")
+    server = Server(config)
     try:
-        answer = server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, tenant=tenant,
-                               session=_session(server, tenant, client))
-    finally:
-        tenant.close()
+        tenant = _open(config)
+        try:
+            shown, _ = _actions(_load(tenant, config, client))
+            answer = server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, tenant=tenant,
+                                   session=_session(server, tenant, client))
+        finally:
+            tenant.close()
+    except Failed as failed:
+        return _said(str(failed), failed.code)
     if "error" in answer:
-        print(f"colabhive-mcp: {answer['error']['message']}", file=sys.stderr)
-        return UNREACHABLE
+        return _error(answer["error"], UNREACHABLE)
     listed = answer["result"]["tools"]
     if as_json:
         print(json.dumps(listed, indent=2, ensure_ascii=False), file=out)
-        return OK
-    width = max([len(t["name"]) for t in listed] + [4])
-    for tool in listed:
-        meta = tool.get("_meta") or {}
-        effects = ",".join(meta.get("com.colabhive/sideEffects") or []) or "-"
-        print(f"{tool['name']:<{width}}  {meta.get('com.colabhive/latencyClass', '-'):<6}  {effects:<20}  "
-              f"{tool.get('title', '')}", file=out)
-    print(f"{len(listed)} tools", file=out)
-    return OK
+    else:
+        width = max([len(t["name"]) for t in listed] + [4])
+        for tool in listed:
+            meta = tool.get("_meta") or {}
+            effects = ",".join(meta.get("com.colabhive/sideEffects") or []) or "-"
+            print(f"{tool['name']:<{width}}  {meta.get('com.colabhive/latencyClass', '-'):<6}  {effects:<20}  "
+                  f"{tool.get('title', '')}", file=out)
+        print(f"{len(listed)} tools", file=out)
+    return OK if shown else _said("the filters hide every action (colabhive-mcp check says why)", NO_TOOLS)
 
 
 def call(config: Config, name: str, arguments: dict[str, Any], client: str, out_dir: Path,
          out: Any = sys.stdout) -> int:
     """Run one tool as an agent would, with a live progress line, following the continuations its
-    answers name (as a host does) until the result; media blocks are saved to files."""
-    server, tenant = Server(config), Tenant(config, config.api_key or "")
+    answers name (as a host does) until the result; media blocks are saved to files in ``out_dir``
+    (which must exist)."""
+    server = Server(config)
 
     def progress(message: dict[str, Any]) -> None:
         params = message.get("params") or {}
@@ -105,21 +148,28 @@ def call(config: Config, name: str, arguments: dict[str, Any], client: str, out_
                   flush=True)
 
     try:
-        session, tool, tool_arguments = _session(server, tenant, client), name, arguments
-        while True:
-            answer = server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                "name": tool, "arguments": tool_arguments, "_meta": {"progressToken": "cli"}}},
-                tenant=tenant, session=session, notify=progress)
-            following = ((answer.get("result") or {}).get("_meta") or {}).get(results.CONTINUATION)
-            if following is None:
-                break
-            tool, tool_arguments = following["tool"], following["arguments"]
-    finally:
-        tenant.close()
+        tenant = _open(config)
+        try:
+            found = _load(tenant, config, client).by_name.get(name)
+            if found is None or found.refusal:
+                raise Failed("tool", f"{name!r} " + (f"HIDDEN: {found.refusal}" if found else
+                                                     "UNKNOWN: `colabhive-mcp tools` lists the tools"), NO_TOOLS)
+            session, tool, tool_arguments = _session(server, tenant, client), name, arguments
+            while True:
+                answer = server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                    "name": tool, "arguments": tool_arguments, "_meta": {"progressToken": "cli"}}},
+                    tenant=tenant, session=session, notify=progress)
+                following = ((answer.get("result") or {}).get("_meta") or {}).get(results.CONTINUATION)
+                if following is None:
+                    break
+                tool, tool_arguments = following["tool"], following["arguments"]
+        finally:
+            tenant.close()
+    except Failed as failed:
+        return _said(str(failed), failed.code)
     print("\r\033[K", end="", file=sys.stderr)
     if "error" in answer:
-        print(f"colabhive-mcp: {answer['error']['message']}", file=sys.stderr)
-        return 2
+        return _error(answer["error"], TOOL_FAILED)
     result = answer["result"]
     for index, block in enumerate(result["content"]):
         if block["type"] == "text":
@@ -132,37 +182,4 @@ def call(config: Config, name: str, arguments: dict[str, Any], client: str, out_
             print(json.dumps(block, ensure_ascii=False), file=out)
     if "structuredContent" in result:
         print(json.dumps(result["structuredContent"], indent=2, ensure_ascii=False), file=out)
-    return 1 if result.get("isError") else OK
-
-
-def client_config(client: str, url: str | None, out: Any = sys.stdout) -> int:
-    """The snippet to paste into a client's configuration: stdio, or the hosted URL."""
-    if url:
-        remote = {"url": url, "headers": {"Authorization": "Bearer ${COLABHIVE_API_KEY}"}}
-        snippets = {
-            "claude-desktop": {"mcpServers": {"colabhive": {"command": "npx", "args": [
-                "mcp-remote", url, "--header", "Authorization:Bearer ${COLABHIVE_API_KEY}"],
-                "env": {"COLABHIVE_API_KEY": "hive_..."}}}},
-            "cursor": {"mcpServers": {"colabhive": remote}},
-            "vscode": {"servers": {"colabhive": {"type": "http", **remote}}},
-            "n8n": {"endpoint": url, "serverTransport": "httpStreamable", "authentication": "bearerAuth",
-                    "note": "MCP Client Tool node; put the key in a Bearer credential"},
-            "claude-code": f"claude mcp add --transport http colabhive {url} "
-                           "--header 'Authorization: Bearer hive_...'",
-        }
-    else:
-        release = f"colabhive-mcp@{__version__}"  # pinned: the package index also has an older colabhive-mcp
-        local = {"command": "uvx", "args": [release], "env": {"COLABHIVE_API_KEY": "hive_..."}}
-        snippets = {
-            "claude-desktop": {"mcpServers": {"colabhive": local}},
-            "cursor": {"mcpServers": {"colabhive": local}},
-            "vscode": {"servers": {"colabhive": {"type": "stdio", **local}}},
-            "n8n": {"note": "n8n reaches MCP over HTTP: run `colabhive-mcp serve --single-tenant` and use "
-                            "http://127.0.0.1:8765/mcp, or pass --url for the hosted service"},
-            "claude-code": f"claude mcp add colabhive --env COLABHIVE_API_KEY=hive_... -- uvx {release}",
-        }
-    snippet = snippets[client]
-    print(snippet if isinstance(snippet, str) else json.dumps(snippet, indent=2), file=out)
-    return OK
-
-
+    return TOOL_FAILED if result.get("isError") else OK
