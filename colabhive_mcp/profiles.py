@@ -4,11 +4,14 @@ A profile is chosen from ``clientInfo.name`` (or forced with ``client_profile``)
 tool-name cap, how many tools are listed, image and text budgets, schema strictness, the
 argument keys the host is known to inject, and how long the host waits for one tool call.
 
-Host deadlines (late 2026, as users report them; settings override them): Claude Desktop and
-claude.ai abandon a call after about 60 s (about 4 min on Windows), Claude Code after about
-2 min, hosts built on the TypeScript SDK after its default of 60 s, progress or not, unless they
-opted into resetting the timer on progress; the MCP Inspector resets a 10 s timer on progress
-up to 60 s in all; VS Code waits much longer; the Gemini CLI waits 10 min.
+Host deadlines, checked against the hosts' newest sources on 2026-12-04 (docs/hosts.rst gives the
+source of each; the settings host_deadline and host_deadlines override them): Claude Desktop and
+claude.ai give up after 4 minutes, progress or not (their connector FAQ says 300 s; the app's own
+message says 4 minutes); Claude Code aborts a call that sends no answer or progress for 300 s, and
+an HTTP call at about 350 s in all; Cursor cancels at 5 minutes; n8n waits its Timeout option's
+60 s; the MCP Inspector waits 60 s, restarted by progress (its 1.x line: 60 s in all); the Gemini
+CLI waits 10 min; VS Code waits as long as it takes; other hosts on the TypeScript SDK wait its
+default 60 s, progress or not, unless they opted into resetting the timer on progress.
 """
 
 from __future__ import annotations
@@ -35,14 +38,14 @@ class Profile:
 
 # (substrings of a lowercased clientInfo.name, profile); first match wins
 KNOWN: tuple[tuple[tuple[str, ...], Profile], ...] = (
-    (("claude-code",), Profile("claude-code", deadline=120)),
-    (("claude",), Profile("claude-desktop")),
-    (("cursor",), Profile("cursor", name_max=40, max_tools=40, strict_schemas=True)),
+    (("claude-code",), Profile("claude-code", deadline=350, progress_timer=300)),
+    (("claude",), Profile("claude-desktop", deadline=240)),
+    (("cursor",), Profile("cursor", name_max=40, max_tools=40, strict_schemas=True, deadline=300)),
     (("visual studio code", "vscode", "copilot"),
      Profile("vscode", name_max=64, max_tools=128, strict_schemas=True, deadline=0)),
     (("gemini",), Profile("gemini", strict_schemas=True, deadline=600)),
     (("n8n",), Profile("n8n", name_max=64)),
-    (("inspector",), Profile("inspector", name_max=64, max_image_bytes=10_485_760, progress_timer=10)),
+    (("inspector",), Profile("inspector", name_max=64, max_image_bytes=10_485_760, progress_timer=60)),
 )
 UNKNOWN = Profile("unknown")  # hosts on the TypeScript SDK: 60 s unless they reset on progress
 NAMES = {profile.name: profile for _, profile in KNOWN} | {UNKNOWN.name: UNKNOWN}
