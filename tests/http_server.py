@@ -99,9 +99,9 @@ class HttpServer:
                 self._drain.join(5)
                 raise RuntimeError("the server exited: " + self.stderr())
             try:
-                if requests.get(self.root + "/healthz", timeout=1).status_code == 200:
+                if requests.get(self.root + "/healthz", timeout=5).status_code == 200:
                     return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not listening yet, or a busy machine
                 time.sleep(0.1)
         raise RuntimeError("the server did not start")
 

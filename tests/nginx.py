@@ -6,6 +6,7 @@ The binary is the one on PATH, else Debian's package fetched once with ``apt-get
 unpacked into .cache/nginx (no root needed, nothing installed system-wide).
 """
 
+import fcntl
 import re
 import shutil
 import subprocess
@@ -25,14 +26,23 @@ from cluster import free_address, nginx_conf, render_site  # noqa: E402
 
 
 def binary() -> str:
-    """nginx: installed, or unpacked from the distribution's package (skips where there is no apt)."""
-    found = shutil.which("nginx") or (str(CACHE / "usr" / "sbin" / "nginx")
-                                      if (CACHE / "usr" / "sbin" / "nginx").exists() else None)
+    """nginx: installed, or unpacked from the distribution's package (skips where there is no apt);
+    test processes running at once fetch it once (under a lock beside it)."""
+    found = shutil.which("nginx")
     if found:
         return found
+    CACHE.parent.mkdir(parents=True, exist_ok=True)  # a clean clone has no .cache yet
+    with open(CACHE.parent / "nginx.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (CACHE / "usr" / "sbin" / "nginx").exists():
+            _fetch()
+    return str(CACHE / "usr" / "sbin" / "nginx")
+
+
+def _fetch() -> None:
+    """Download the distribution's nginx package and unpack it into .cache/nginx."""
     if not (shutil.which("apt-get") and shutil.which("dpkg")):
         pytest.skip("nginx is not installed and there is no apt-get to fetch the distribution's package")
-    CACHE.parent.mkdir(parents=True, exist_ok=True)  # a clean clone has no .cache yet
     with tempfile.TemporaryDirectory(dir=CACHE.parent) as download:
         fetched = subprocess.run(["apt-get", "download", "nginx"], cwd=download, capture_output=True, text=True,
                                  timeout=300)
@@ -44,7 +54,6 @@ def binary() -> str:
         assert extracted.returncode == 0, "dpkg -x failed: " + extracted.stderr[-2000:]
         shutil.rmtree(CACHE, ignore_errors=True)  # what an interrupted earlier attempt left
         unpacked.rename(CACHE)  # all at once: a failed unpacking never looks like an installed nginx
-    return str(CACHE / "usr" / "sbin" / "nginx")
 
 
 class Nginx:

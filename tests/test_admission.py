@@ -33,7 +33,8 @@ def open_sse(server, key, session=requests):
     response = session.get(server.root + "/sse", headers={**SSE_ACCEPT, "Authorization": f"Bearer {key}"},
                             stream=True, timeout=30)
     if response.status_code == 200:
-        assert next(response.iter_content(None)).startswith(b"event: endpoint")
+        response.chunks = response.iter_content(None)  # kept: a dropped iterator closes the connection
+        assert next(response.chunks).startswith(b"event: endpoint")
     return response
 
 
@@ -46,7 +47,8 @@ def listen(server, key):
         "Accept": "application/json, text/event-stream", "Content-Type": "application/json",
         "Authorization": f"Bearer {key}", "MCP-Protocol-Version": MODERN, "Mcp-Method": "subscriptions/listen"})
     if response.status_code == 200:
-        assert next(response.iter_content(None))
+        response.chunks = response.iter_content(None)  # kept: a dropped iterator closes the connection
+        assert next(response.chunks)
     return response
 
 

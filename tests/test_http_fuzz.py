@@ -27,9 +27,9 @@ from hypothesis import event, given, settings, strategies as st
 from colabhive_mcp.sandbox import DEMO_KEY
 
 from .fuzzing import (ACCEPT_BOTH, CANCELLED_PREFIX, CAPS_KEY, JSON_TYPE, LEGACY, LOG_LEVELS, MODERN, SSE_TYPE,
-                      SURROGATE, TASKS_EXTENSION, VERSION_KEY, FUZZ, any_ids, check_answer, header_safe, json_values,
-                      kind_of, mcp_name_header, modern_meta, objects, plain_ids, request_ids, same_id, strict_json,
-                      text, weighted, wrapped)
+                      SURROGATE, TASKS_EXTENSION, VERSION_KEY, FUZZ, any_ids, check_answer, finite, header_safe,
+                      json_values, kind_of, mcp_name_header, modern_meta, objects, plain_ids, request_ids, same_id,
+                      strict_json, text, weighted, wrapped)
 
 known_tools = st.sampled_from(["echo", "test_simple_text", "no-such-tool", "colabhive__wait_for_result",
                               "colabhive__get_invocation"])
@@ -314,7 +314,7 @@ def one_way_messages(draw):
         message = {"jsonrpc": "2.0", "method": method}
         params = draw(st.fixed_dictionaries({}, optional={
             "requestId": st.text(max_size=6).map(CANCELLED_PREFIX.__add__), "reason": text,
-            "progressToken": request_ids, "progress": st.integers() | st.floats(allow_nan=False),
+            "progressToken": request_ids, "progress": st.integers() | finite,
             "level": st.sampled_from(LOG_LEVELS), "data": json_values}))
         if era == "modern":
             params["_meta"] = modern_meta()

@@ -65,6 +65,8 @@ def test_sandbox_flag_runs_the_whole_product_with_no_account():
     (b"[" * 100_000 + b"]" * 100_000, -32700, None),
     (b'{"jsonrpc": "2.0", "id": 1, "method": 42}', -32600, 1),
     (b'{"id": "no-version", "method": "ping"}', -32600, "no-version"),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": NaN}}', -32700, None),  # not JSON (RFC 8259)
+    (b'{"jsonrpc": "2.0", "id": 1e999, "method": "ping"}', -32700, None),  # would be written back as Infinity
 ])
 def test_malformed_lines_get_an_error_and_the_server_keeps_going(peer, line, code, answer_id):
     peer.initialize()

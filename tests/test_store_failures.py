@@ -104,7 +104,7 @@ def _open_and_add(directory, go, results):
 
 def test_workers_starting_on_a_corrupt_database_move_it_aside_once_and_share_a_fresh_one(tmp_path):
     (tmp_path / "instance.db").write_bytes(b"garbage " * 1000)
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")  # fresh processes: they log, and a fork could inherit a held log lock
     go, results = context.Event(), context.Queue()
     workers = [context.Process(target=_open_and_add, args=(str(tmp_path), go, results)) for _ in range(3)]
     for worker in workers:

@@ -6,6 +6,7 @@ Nothing here knows about MCP methods; the rest of :mod:`colabhive_mcp.protocol` 
 from __future__ import annotations
 
 import json
+import math
 import secrets
 from typing import Any
 
@@ -51,7 +52,7 @@ def decode(raw: bytes | str) -> Any:
             raw = raw.decode("utf-8")
         if too_deep(raw):
             raise JsonRpcError(PARSE_ERROR, f"Parse error: nested deeper than {PARSE_DEPTH} levels")
-        message = json.loads(raw)
+        message = json.loads(raw, parse_constant=_not_json, parse_float=_finite)
     except UnicodeDecodeError:
         raise JsonRpcError(PARSE_ERROR, "Parse error: the message is not valid UTF-8") from None
     except (ValueError, RecursionError) as exc:
@@ -59,6 +60,19 @@ def decode(raw: bytes | str) -> Any:
     if _deeper_than(message, MAX_DEPTH):
         raise JsonRpcError(INVALID_REQUEST, f"Invalid Request: nested deeper than {MAX_DEPTH} levels")
     return message
+
+
+def _not_json(constant: str) -> Any:
+    """``NaN``, ``Infinity`` and ``-Infinity``: Python's json reads them, JSON (RFC 8259) has none."""
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float; one too large for it (``1e999``) would be written back as ``Infinity``."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:20]} is too large")
+    return value
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
