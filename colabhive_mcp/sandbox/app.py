@@ -89,6 +89,9 @@ class SandboxApp:
     def _gateway(self, request: Request, route: str, values: Mapping[str, str]) -> Response:
         """Faults, authentication, the route itself, and a journal record (status 0: no answer)."""
         key = request.headers.get("X-API-Key", "")
+        request.get_data()  # the whole body, read before any answer (a fault answers without looking at it):
+        # Werkzeug's server drains an unread body after answering, and blocks there while the client,
+        # still reading an answer cut short, keeps the connection open
         call = _Call(route, request, key, values.get("slug"), values.get("inv_id"))
         if call.invocation_id and key:
             invocation = self.state.invocations.get(key, call.invocation_id)

@@ -131,3 +131,34 @@ def test_counts_hold_under_concurrency(sb: Sandbox, alpha: Any) -> None:
 def test_bad_rules_are_refused(sb: Sandbox, rule: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         sb.faults.add(**rule)
+
+
+def test_an_answer_cut_short_ends_its_connection_however_the_body_arrived(sb: Sandbox) -> None:
+    """A fault answers without looking at the body; the body, arriving after the headers (a busy
+    client), is still read first, so the server closes the connection and the client sees the answer
+    cut short at once (Werkzeug drains an unread body after answering: it blocked there, and the
+    client waited out its read timeout)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from colabhive_mcp.sandbox import DEMO_KEY
+
+    sb.faults.add(route="invoke", kind="truncate")
+    url = urlsplit(sb.url)
+    body = b'{"input": {"text": "x"}}'
+    with socket.create_connection((url.hostname, url.port), timeout=3) as raw:
+        raw.sendall(f"POST {url.path}/actions/echo:invoke HTTP/1.1\r\nHost: {url.netloc}\r\nX-API-Key: {DEMO_KEY}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+        raw.settimeout(0.5)
+        try:
+            answer = raw.recv(65536)  # an answer before the body? (the server should wait for it)
+        except TimeoutError:
+            answer = b""
+        raw.sendall(body)  # the body, in a packet of its own: at once after an early answer
+        raw.settimeout(3)
+        started = time.monotonic()
+        while chunk := raw.recv(65536):  # until the server closes (a timeout here: it never did)
+            answer += chunk
+    head, _, got = answer.partition(b"\r\n\r\n")
+    assert time.monotonic() - started < 2
+    assert b" 200 " in head.split(b"\r\n")[0] and 0 < len(got) < int(head.split(b"Content-Length: ")[1].split()[0])
