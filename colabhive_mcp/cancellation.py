@@ -14,7 +14,8 @@ import threading
 
 USER = "user"  # stop the work: the user (or the client) asked for it
 TIMEOUT = "timeout"  # the host gave up waiting: keep the work for a retry
-SHUTDOWN = "shutdown"  # the server is stopping: stop the work
+SHUTDOWN = "shutdown"  # the server is stopping: stop the work, and answer
+ENDED = "ended"  # the server ends a long-lived request (a listen at stream_max_age): answer it
 _TIMED_OUT = re.compile(r"time[sd]?[\s_-]?out|timed out|-32001", re.IGNORECASE)
 
 
@@ -29,6 +30,11 @@ class Cancellation(threading.Event):
         if not self.is_set():
             self.reason = reason
         self.set()
+
+    @property
+    def by_server(self) -> bool:
+        """Whether the server ended the request (its client still waits for an answer)."""
+        return self.reason in (SHUTDOWN, ENDED)
 
 
 def reason_of(text: object) -> str:

@@ -74,6 +74,16 @@ def _resolve(client_name: str, config: Config) -> Profile:
     return replace(profile, **overrides)
 
 
+def listing_shape(profile: Profile) -> tuple[int, int, bool]:
+    """What of a profile changes ``tools/list``: the name cap, the tool count, schema strictness."""
+    return profile.name_max, profile.max_tools, profile.strict_schemas
+
+
+def lists_differently(profile: Profile, config: Config) -> bool:
+    """Whether this client's ``tools/list`` is a variant of what an unknown client is shown."""
+    return listing_shape(profile) != listing_shape(for_client(None, config))
+
+
 def wait_budget(profile: Profile, progress: bool) -> float | None:
     """How long a call may wait for its result before it must answer (with a continuation if need
     be), so that it answers shortly before its host gives up; ``None``: the host sets no limit.

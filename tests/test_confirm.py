@@ -73,7 +73,7 @@ def test_without_elicitation_require_refuses_and_ask_runs(config, journal):
     refused = strict.call("crm-create-contact", CONTACT)["result"]
     assert refused["isError"] and "confirmation" in refused["content"][0]["text"]
     modern = strict.call("crm-create-contact", CONTACT, modern=True)
-    assert modern["error"]["code"] == -32021 and modern["error"]["data"] == {"requiredCapabilities": {"elicitation": {}}}
+    assert modern["error"]["code"] == -32021 and modern["error"]["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
     assert journal("invoke") == []
     lenient = CoreClient(Server(config.replace(confirm_side_effects="ask")), Tenant(config, config.api_key))
     lenient.initialize()

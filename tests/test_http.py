@@ -519,7 +519,10 @@ def test_resumable_streams_prime_hand_over_and_resume(gateway_sandbox):
         assert "report ready" in answers[-1]["result"]["content"][0]["text"] and answers[-1]["id"] == 7
         other = initialize(server.url, key=None)
         headers["Mcp-Session-Id"] = other
-        assert requests.get(server.url, headers=headers, timeout=10).status_code == 404  # not its stream
+        with requests.get(server.url, headers=headers, timeout=10, stream=True) as foreign:  # not its stream:
+            assert foreign.status_code == 200  # its own notification stream, and its session lives on
+            assert next(foreign.iter_content(chunk_size=None)).startswith(b": open")
+        assert rpc(server.url, "tools/list", {}, key=None, session=other).status_code == 200
     finally:
         server.stop()
 

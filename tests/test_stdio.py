@@ -135,12 +135,51 @@ def test_cancellation_reaches_the_gateway_and_silences_the_request(peer, sandbox
     assert len(peer.notifications) == count  # nothing more for the cancelled request
 
 
-def test_end_of_input_lets_calls_in_flight_finish(peer):
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientCapabilities": {},
+               "io.modelcontextprotocol/clientInfo": {"name": "stdio-test", "version": "1"}}
+
+
+def open_listen_and_a_slow_call(peer):
+    """A 2026 listen (acknowledged) and a 60 s tool call (polling upstream), both open."""
+    peer.send({"jsonrpc": "2.0", "id": "listen", "method": "subscriptions/listen",
+               "params": {"_meta": MODERN_META, "notifications": {"toolsListChanged": True}}})
+    peer.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+               "params": {"name": "batch-report", "arguments": {"seconds": 60},
+                          "_meta": {**MODERN_META, "progressToken": "slow"}}})
+    assert wait_until(lambda: {n["method"] for n in peer.notifications} >= {
+        "notifications/subscriptions/acknowledged", "notifications/progress"})
+
+
+def test_end_of_input_ends_everything_open_and_exits_at_once(peer, journal):
+    """A host that closes stdin is gone: the listen gets its completion result, the call is stopped
+    upstream (not kept, as for a host that timed out), and the process exits about at once, not
+    after the call (60 s) or never (the listen)."""
+    open_listen_and_a_slow_call(peer)
+    closed = time.monotonic()
+    assert peer.close(timeout=8) == 0
+    assert time.monotonic() - closed < 5  # about a second, with room for a loaded machine
+    assert len(journal("cancel")) == 1
+    goodbye = peer.wait_for("listen", timeout=1)["result"]
+    assert goodbye["resultType"] == "complete" and goodbye["_meta"]["io.modelcontextprotocol/subscriptionId"] == "listen"
+    assert peer.wait_for("slow", timeout=1)["result"]["isError"] is True
+
+
+def test_end_of_input_still_answers_a_quick_request_asked_before_it(peer):
+    """A script that writes a request and closes stdin at once still gets a quick answer (a tool
+    list does not stop for a cancellation; a tool call would be stopped)."""
     peer.initialize()
-    peer.send({"jsonrpc": "2.0", "id": "last", "method": "tools/call",
-               "params": {"name": "batch-report", "arguments": {"seconds": 2}}})
-    assert peer.close(timeout=30) == 0
-    assert "report ready" in peer.wait_for("last", timeout=1)["result"]["content"][0]["text"]
+    peer.send({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
+    assert peer.close(timeout=10) == 0
+    assert peer.wait_for("list", timeout=1)["result"]["tools"]
+
+
+def test_sigterm_ends_a_listen_with_its_completion_result(peer, journal):
+    open_listen_and_a_slow_call(peer)
+    peer.process.send_signal(signal.SIGTERM)
+    assert peer.process.wait(timeout=8) == 0
+    assert peer.wait_for("listen", timeout=1)["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "listen"
+    assert len(journal("cancel")) == 1
 
 
 def test_sigterm_cancels_work_in_flight_and_exits(peer, journal):

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from colabhive_mcp.cancellation import Cancellation
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY_B
 from colabhive_mcp.tenant import Tenant
@@ -76,7 +77,7 @@ def test_giving_up_on_tasks_result_leaves_the_task_running(legacy, journal):
     """Only tasks/cancel stops a task: a tasks/result that is cancelled (or cut by a shutdown) just
     stops waiting, with an error rather than an invented result."""
     task = legacy.request("tools/call", {"name": "batch-report", "arguments": {"seconds": 60}, "task": {}})["result"]["task"]
-    stop = threading.Event()
+    stop = Cancellation()  # a client's cancel (no reason), 0.3 s in
     threading.Timer(0.3, stop.set).start()
     answer = legacy.request("tasks/result", {"taskId": task["taskId"]}, cancelled=stop)
     assert answer is None or ("error" in answer and "still running" in answer["error"]["message"])

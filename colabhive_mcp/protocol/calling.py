@@ -44,8 +44,8 @@ def tools_call(context: Context, request: Request) -> dict[str, Any]:
             heartbeat=profiles.heartbeat(request.profile, progress, context.config.progress_heartbeat))
     except UnknownTool:
         raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
-    if result is None and context.stopping.is_set():
-        return results.error_result(f"The ColabHive MCP server is restarting: {name!r} was stopped and "
+    if result is None and request.cancelled.by_server:
+        return results.error_result(f"The ColabHive MCP server is restarting or stopping: {name!r} was stopped and "
                                     "cancelled on ColabHive before it finished. Please try again.")
     return result if result is not None else {"content": []}
 
@@ -60,16 +60,16 @@ def _gate(context: Context, request: Request) -> Callable[[Tool, dict[str, Any]]
         """``None`` to run the tool, else the result to answer instead."""
         if not confirm.needs_confirmation(policy, tool):
             return None
-        if "elicitation" not in request.capabilities:
+        if not confirm.can_confirm(request.capabilities):
             if policy == "ask":
                 return None
             if request.modern:
                 raise JsonRpcError(MISSING_REQUIRED_CLIENT_CAPABILITY,
-                                   f"Tool {tool.name!r} needs the user's confirmation (elicitation)",
-                                   {"requiredCapabilities": {"elicitation": {}}})
+                                   f"Tool {tool.name!r} needs the user's confirmation (form-mode elicitation)",
+                                   {"requiredCapabilities": confirm.FORM_CAPABILITY})
             return results.error_result(
                 f"Tool {tool.name!r} has side effects and this server runs it only with the user's "
-                "confirmation, which this client cannot ask for (no elicitation capability).")
+                "confirmation, which this client cannot ask for (no form-mode elicitation capability).")
         form = confirm.elicitation(tool, arguments, request.version)
         if not request.modern:
             answer = context.inflight.ask(request, "elicitation/create", form, confirm.ASK_TIMEOUT_S)

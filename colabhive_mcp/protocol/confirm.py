@@ -25,9 +25,19 @@ STATE_MAX_AGE_S = 300.0
 ASK_TIMEOUT_S = 300.0
 
 
+FORM_CAPABILITY = {"elicitation": {"form": {}}}
+
+
+def can_confirm(capabilities: dict[str, Any]) -> bool:
+    """Whether the client can show a form: it declared form-mode elicitation (an empty
+    ``elicitation`` object means form mode, for older clients). A URL-only client cannot."""
+    modes = capabilities.get("elicitation")
+    return isinstance(modes, dict) and (not modes or "form" in modes)
+
+
 def may_ask(policy: str, capabilities: dict[str, Any]) -> bool:
     """Whether a tool call may send the client a request (a confirmation): then it needs an SSE answer."""
-    return policy != "off" and "elicitation" in capabilities
+    return policy != "off" and can_confirm(capabilities)
 
 
 def needs_confirmation(policy: str, tool: Tool) -> bool:

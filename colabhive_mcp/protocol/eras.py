@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .jsonrpc import meta_of, method_of
+from .jsonrpc import INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION, JsonRpcError, meta_of, method_of
 
 LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 MODERN_VERSIONS = ("2026-07-28",)
@@ -37,3 +37,30 @@ def wants_notifications(message: Any, session_log_level: str | None = None) -> b
     meta = meta_of(message)
     return method_of(message) == "tools/call" and (
         "progressToken" in meta or META_LOG_LEVEL in meta or session_log_level is not None)
+
+
+def envelope_error(meta: dict[str, Any]) -> JsonRpcError | None:
+    """What is wrong with a 2026 request's ``params._meta`` (a malformed request: over HTTP, a 400),
+    or ``None``.
+
+    An unknown version is ``-32022`` listing every version served (a dual-era client may fall back to
+    a legacy one, with ``initialize``); a legacy version named per request is ``-32022`` too, listing
+    only the versions a request may name (never the one it was refused)."""
+    version = meta.get(META_VERSION)
+    if not isinstance(version, str):
+        return JsonRpcError(INVALID_PARAMS, f"params._meta[{META_VERSION!r}] must be a string")
+    if version in LEGACY_VERSIONS:
+        return JsonRpcError(UNSUPPORTED_PROTOCOL_VERSION, f"Unsupported protocol version: {version} is served "
+                            "after an initialize handshake, not per request",
+                            {"supported": list(MODERN_VERSIONS), "requested": version})
+    if version not in MODERN_VERSIONS:
+        return JsonRpcError(UNSUPPORTED_PROTOCOL_VERSION, f"Unsupported protocol version: {version}",
+                            {"supported": list(SUPPORTED_VERSIONS), "requested": version})
+    if META_CAPABILITIES not in meta:
+        return JsonRpcError(INVALID_PARAMS, f"params._meta is missing the required key {META_CAPABILITIES!r}")
+    if not isinstance(meta[META_CAPABILITIES], dict):
+        return JsonRpcError(INVALID_PARAMS, f"params._meta[{META_CAPABILITIES!r}] must be an object")
+    level = meta.get(META_LOG_LEVEL)
+    if level is not None and level not in LOG_LEVELS:
+        return JsonRpcError(INVALID_PARAMS, f"Invalid log level: {level!r}")
+    return None

@@ -52,7 +52,7 @@ def initialize(params: dict[str, Any], session: Session, config: Config, list_ch
 
 def discover(request: Request) -> dict[str, Any]:
     return {"supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": {"tools": {"listChanged": True}, "extensions": {tasks.EXTENSION: {}}},
+            "capabilities": {"tools": {"listChanged": True}, "logging": {}, "extensions": {tasks.EXTENSION: {}}},
             "instructions": INSTRUCTIONS, "ttlMs": 3_600_000, "cacheScope": "public"}
 
 
@@ -66,9 +66,13 @@ def set_level(request: Request) -> dict[str, Any]:
 
 
 def listen(request: Request) -> dict[str, Any]:
-    """2026 ``subscriptions/listen``: acknowledge, then announce tool-list changes until the
-    client goes away (a cancelled listen gets no answer) or the server shuts down."""
+    """2026 ``subscriptions/listen``: acknowledge, then announce tool-list changes until the client
+    goes away (a cancelled listen gets no answer) or the server ends it (at shutdown, or when its
+    stream reaches ``stream_max_age``), with the completion result. Task status notifications are
+    not offered (they are a MAY), but asking for them needs the tasks extension."""
     wanted = request.params.get("notifications")
+    if isinstance(wanted, dict) and "taskIds" in wanted:
+        tasks.require_extension(request, "notifications for taskIds")
     accepted = {"toolsListChanged": True} if isinstance(wanted, dict) and wanted.get("toolsListChanged") else {}
     tag = {META_SUBSCRIPTION: request.id}
     request.send("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": accepted})

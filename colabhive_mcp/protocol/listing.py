@@ -1,16 +1,24 @@
-"""``tools/list``: the tenant's catalog as the request's revision spells it, in pages with cursors."""
+"""``tools/list``: the tenant's catalog as the request's revision spells it, in pages with cursors.
+
+A known host's profile may change the list (shorter names, fewer tools, strict schemas: see
+:mod:`colabhive_mcp.profiles`). Such a variant is never mistaken for another client's list: its
+cursors name the variant, and under 2026 it is sent with ``ttlMs: 0``, so a cache shared by two
+clients of one key (``cacheScope: "private"`` allows one per key) never serves it to the other.
+"""
 
 from __future__ import annotations
 
 import base64
 from typing import Any
 
+from .. import profiles
+from ..config import Config
 from ..manifest import ManifestError
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonRpcError
 from .request import Request
 
 
-def tools_list(request: Request, page_size: int, ttl_s: float) -> dict[str, Any]:
+def tools_list(request: Request, config: Config) -> dict[str, Any]:
     try:
         catalog = request.tenant.catalog(request.profile)
     except ManifestError as exc:
@@ -19,15 +27,17 @@ def tools_list(request: Request, page_size: int, ttl_s: float) -> dict[str, Any]
     if request.narrow is not None:
         listing = [t for t in listing if request.narrow.refusal(catalog.by_name[t["name"]].entry,
                                                                 catalog.by_name[t["name"]].builtin) is None]
-    fingerprint = f"{catalog.manifest.etag or ''}|{len(listing)}"
+    variant = profiles.lists_differently(request.profile, config)
+    shape = ".".join(map(str, profiles.listing_shape(request.profile))) if variant else ""
+    fingerprint = f"{catalog.manifest.etag or ''}|{len(listing)}|{shape}"
     start = _read_cursor(request.params.get("cursor"), fingerprint)
-    end = start + page_size
+    end = start + config.tools_page_size
     whole = start == 0 and end >= len(listing)  # the common case: the cached, pre-encoded list as it is
     result: dict[str, Any] = {"tools": listing if whole else listing[start:end]}
     if end < len(listing):
         result["nextCursor"] = _make_cursor(end, fingerprint)
     if request.modern:
-        result.update(ttlMs=int(ttl_s * 1000), cacheScope="private")
+        result.update(ttlMs=0 if variant else int(config.manifest_ttl * 1000), cacheScope="private")
     return result
 
 

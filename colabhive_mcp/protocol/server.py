@@ -17,7 +17,7 @@ import random
 from typing import Any, Callable, Mapping
 
 from .. import metrics, profiles, tracing
-from ..cancellation import USER, Cancellation, reason_of
+from ..cancellation import SHUTDOWN, USER, Cancellation, reason_of
 from ..config import Config
 from ..keys import KeyRejected
 from .. import logs
@@ -27,16 +27,15 @@ from ..store import MemoryStore, SqliteStore
 from ..tenant import Tenant
 from . import calling, jsonrpc, lifecycle, listing, tasks
 from .context import Context
-from .eras import (BATCH_VERSION, LOG_LEVELS, META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO,
-                   META_VERSION, MODERN_VERSIONS, SUPPORTED_VERSIONS)
+from .eras import (BATCH_VERSION, META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, META_VERSION,
+                   envelope_error)
 from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
 from .request import Narrowing, Request, Session
 
 Handler = Callable[[Context, Request], dict[str, Any]]
 LEGACY_METHODS: dict[str, Handler] = {
     "logging/setLevel": lambda context, request: lifecycle.set_level(request),
-    "tools/list": lambda context, request: listing.tools_list(request, context.config.tools_page_size,
-                                                              context.config.manifest_ttl),
+    "tools/list": lambda context, request: listing.tools_list(request, context.config),
     "tools/call": calling.tools_call,
     "tasks/get": tasks.get, "tasks/result": tasks.result, "tasks/cancel": tasks.cancel}
 MODERN_METHODS: dict[str, Handler] = {
@@ -84,6 +83,8 @@ class Server:
         cancelled = cancelled or Cancellation()
         key = (session.id, message["id"])
         self.context.inflight.track(key, cancelled)
+        if self.context.stopping.is_set():  # it came as the server stops: ended before it starts
+            cancelled.cancel(SHUTDOWN)
         if self.config.log_frames:
             notify = _logging_frames(notify)
             log.bind(direction="in", frame=_frame(message)).info("mcp.frame")
@@ -96,7 +97,7 @@ class Server:
                 _settle(span, response)
         finally:
             self.context.inflight.untrack(key)
-        answer = None if cancelled.is_set() and not self.context.stopping.is_set() else response
+        answer = None if cancelled.is_set() and not cancelled.by_server else response  # a client's cancel: silence
         if self.config.log_frames and answer is not None:
             log.bind(direction="out", frame=_frame(answer)).info("mcp.frame")
         return answer
@@ -200,22 +201,12 @@ class Server:
     def _modern_request(self, id_: Any, method: str, params: dict[str, Any], meta: dict[str, Any],
                         tenant: Tenant, notify: Callable[[dict[str, Any]], None],
                         cancelled: Cancellation) -> Request:
-        """Validate the 2026 per-request envelope."""
-        if META_CAPABILITIES not in meta:
-            raise JsonRpcError(INVALID_PARAMS, f"params._meta is missing the required key {META_CAPABILITIES!r}")
-        version = meta[META_VERSION]
-        if not isinstance(version, str):
-            raise JsonRpcError(INVALID_PARAMS, f"params._meta[{META_VERSION!r}] must be a string")
-        if version not in MODERN_VERSIONS:
-            raise JsonRpcError(jsonrpc.UNSUPPORTED_PROTOCOL_VERSION, f"Unsupported protocol version: {version}",
-                               {"supported": list(SUPPORTED_VERSIONS), "requested": version})
-        if not isinstance(meta[META_CAPABILITIES], dict):
-            raise JsonRpcError(INVALID_PARAMS, f"params._meta[{META_CAPABILITIES!r}] must be an object")
-        level = meta.get(META_LOG_LEVEL)
-        if level is not None and level not in LOG_LEVELS:
-            raise JsonRpcError(INVALID_PARAMS, f"Invalid log level: {level!r}")
-        return Request(id_, method, params, version, True, tenant, notify, cancelled, level,
-                       capabilities=meta[META_CAPABILITIES],
+        """The 2026 request, once its per-request envelope holds."""
+        error = envelope_error(meta)
+        if error is not None:
+            raise error
+        return Request(id_, method, params, meta[META_VERSION], True, tenant, notify, cancelled,
+                       meta.get(META_LOG_LEVEL), capabilities=meta[META_CAPABILITIES],
                        profile=profiles.for_client(meta.get(META_CLIENT_INFO), self.config))
 
 

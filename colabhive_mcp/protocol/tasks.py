@@ -13,6 +13,7 @@ of any instance answers for it by asking the gateway, with no server-side state.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from .. import results
@@ -37,7 +38,7 @@ STATUS = {"queued": "working", "running": "working", "submitted": "working", "su
 def wanted(request: Request) -> bool:
     """A 2025-11-25 call that asks for a task, or a 2026 call from a client with the extension."""
     if request.modern:
-        return EXTENSION in (request.capabilities.get("extensions") or {})
+        return declared(request)
     return request.version == TASKS_VERSION and isinstance(request.params.get("task"), dict)
 
 
@@ -106,11 +107,24 @@ def update(context: Context, request: Request) -> dict[str, Any]:
 def task_fields(ref: TaskRef, invocation: dict[str, Any], status: str | None = None) -> dict[str, Any]:
     """The ``Task`` object (2025-11-25 field names) for where the invocation stands."""
     fields = {"taskId": ref.task_id, "status": status or STATUS.get(invocation.get("status"), "working"),
-              "createdAt": ref.created, "lastUpdatedAt": invocation.get("updated_at") or now(),
+              "createdAt": ref.created, "lastUpdatedAt": _updated(ref.created, invocation.get("updated_at")),
               "ttl": TTL_MS, "pollInterval": POLL_INTERVAL_MS}
     if fields["status"] == "working":
         fields["statusMessage"] = status_message(invocation)
+    elif fields["status"] == "failed":
+        fields["statusMessage"] = results.failure_message(invocation.get("error"))
     return fields
+
+
+def _updated(created: str, updated: Any) -> str:
+    """When the task last changed: the gateway's time, but never before the task was created (the
+    two clocks differ, and the task is created after its invocation)."""
+    try:
+        if datetime.fromisoformat(updated) >= datetime.fromisoformat(created):
+            return updated
+    except (TypeError, ValueError):  # absent, or not a time: now is as good as the gateway's
+        return now()
+    return created
 
 
 def modern_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -119,11 +133,22 @@ def modern_fields(fields: dict[str, Any]) -> dict[str, Any]:
     return {**renamed, "ttlMs": fields["ttl"], "pollIntervalMs": fields["pollInterval"]}
 
 
+def declared(request: Request) -> bool:
+    """Whether a 2026 client declared the tasks extension."""
+    extensions = request.capabilities.get("extensions")
+    return isinstance(extensions, dict) and EXTENSION in extensions
+
+
+def require_extension(request: Request, what: str) -> None:
+    """Refuse a 2026 request that needs the tasks extension its client did not declare (-32021)."""
+    if not declared(request):
+        raise JsonRpcError(MISSING_REQUIRED_CLIENT_CAPABILITY, f"{what} needs the {EXTENSION} extension",
+                           {"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
+
+
 def _task(context: Context, request: Request) -> TaskRef:
     if request.modern:
-        if EXTENSION not in (request.capabilities.get("extensions") or {}):
-            raise JsonRpcError(MISSING_REQUIRED_CLIENT_CAPABILITY, f"tasks/* needs the {EXTENSION} extension",
-                               {"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
+        require_extension(request, "tasks/*")
     elif request.version != TASKS_VERSION:
         raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {request.method} (tasks need protocol {TASKS_VERSION})")
     return context.task_ids.find(request.tenant.binding, request.params.get("taskId"))

@@ -4,8 +4,10 @@ The main thread reads lines; each request runs on a worker thread so ``ping`` an
 calls are answered while a long tool call is polling. Every write to stdout goes through
 one lock, and nothing but MCP messages is ever written there (logs go to stderr).
 
-Shutdown: at end of input the server finishes the calls in flight, then exits; on SIGTERM
-(or SIGINT) it cancels them at once (the gateway is asked to stop the work) and exits.
+Shutdown: end of input (the host has gone) and SIGTERM (or SIGINT) end every request still open
+the way a cancellation does: a tool call's work is stopped upstream and the call answered with an
+error, a ``subscriptions/listen`` gets its completion result. The process exits within about a
+second, whatever the gateway does.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 from ..protocol import jsonrpc
@@ -23,10 +24,12 @@ from ..keys import KeyRejected
 from ..limits import LimitReached
 from ..protocol import Server, Session, key_rejected
 from ..tenant import Tenant
+from .workers import Workers
 
 INLINE_METHODS = frozenset({"initialize"})  # answered before the next line is read
 PREFETCH_AFTER_S = 0.5  # after the handshake, which must not wait for the gateway
 READ_CHUNK = 1 << 16
+TEARDOWN_S = 0.8  # how long ended requests may take to stop their work upstream and answer
 
 
 class Shutdown(Exception):
@@ -42,27 +45,26 @@ class StdioTransport:
         self.stdout = stdout
         self.max_message_bytes = max_message_bytes
         self.session = Session(id="stdio")
-        self.workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mcp-call")
+        self.workers = Workers(workers, "mcp-call")
         self._write_lock = threading.Lock()
         self._stopped = threading.Event()
 
     def serve(self) -> None:
-        """Serve until end of input or SIGTERM."""
+        """Serve until end of input or SIGTERM, then end what is still open (see the module's text)."""
         threading.Thread(target=self._watch_manifest, name="mcp-manifest-watch", daemon=True).start()
         try:
-            while True:
-                line = self._read_line()
-                if line is None:
-                    break
+            while (line := self._read_line()) is not None:
                 if line.strip():
                     self._receive(line)
-            self.workers.shutdown(wait=True)
+            log.info("stdio.end_of_input")
         except (Shutdown, KeyboardInterrupt):
             log.info("stdio.shutdown")
-            self.server.cancel_all()
-            self.workers.shutdown(wait=True, cancel_futures=True)
         finally:
             self._stopped.set()
+            self.workers.close()
+            self.server.drain()
+            if not self.workers.wait(TEARDOWN_S):
+                log.warning("stdio.exit_with_requests_open")
 
     def _watch_manifest(self) -> None:
         """Shortly after start, fetch the tool list (a rejected key is said on stderr at once, and

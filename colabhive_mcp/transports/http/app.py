@@ -34,7 +34,7 @@ from .sse import Streams
 from .streamable import Streamable
 from .tenancy import Tenancy
 from .wire import (LOOPBACK_HOSTS, Answer, HttpError, bind_host, failed, hostname, json_response, local_and_direct,
-                   not_allowed)
+                   not_allowed, request_id_of)
 
 
 class McpApp:
@@ -73,7 +73,7 @@ class McpApp:
             response = self._route(request)
         except HttpError as exc:
             metrics.ERRORS.labels(f"http_{exc.status}").inc()
-            response = exc.response()
+            response = exc.response(request_id_of(request))
         except RequestEntityTooLarge:
             response = HttpError(413, jsonrpc.INVALID_REQUEST,
                                  f"Request body larger than {self.config.max_message_bytes} bytes").response()

@@ -60,6 +60,7 @@ class Request:
         self.headers = Headers(environ)
         self.method = environ.get("REQUEST_METHOD", "GET").upper()
         self.remote_addr: str | None = environ.get("REMOTE_ADDR")
+        self._data: bytes | None = None
 
     @cached_property
     def path(self) -> str:
@@ -86,5 +87,7 @@ class Request:
         return get_content_length(self.environ)
 
     def get_data(self) -> bytes:
-        """The whole body, read once (a declared length past ``max_content_length``: 413)."""
-        return get_input_stream(self.environ, max_content_length=self.max_content_length).read()
+        """The whole body, read once and kept (a declared length past ``max_content_length``: 413)."""
+        if self._data is None:
+            self._data = get_input_stream(self.environ, max_content_length=self.max_content_length).read()
+        return self._data

@@ -4,7 +4,8 @@ and noticing the client leave.
 A plain stream whose client goes away cancels its request; a resumable one (2025-11-25 sessions,
 where offered) keeps running and its events wait for a ``GET`` with ``Last-Event-ID``. A stream
 that would stay open for as long as its client likes (a notification stream, a listen) ends after
-``stream_max_age`` seconds: its client reconnects.
+``stream_max_age`` seconds: its client reconnects. A listen ends with its completion result (the
+server ended it; a dropped connection would say nothing).
 """
 
 from __future__ import annotations
@@ -19,16 +20,18 @@ from typing import Any, Callable, Iterator
 from werkzeug.wrappers import Response
 
 from ... import metrics
-from ...cancellation import Cancellation
+from ...cancellation import ENDED, Cancellation
 from ...config import Config
 from ...logs import log
 from ...protocol import Session
 from .events import EventStore, StreamLog
 from .hangups import peer_closed
-from .wire import SSE, SSE_HEADERS, sse_event
+from .wire import SSE, SSE_HEADERS, Answer, sse_event
 
 DISCONNECT_CHECK_S = 0.5
 RETRY_MS = 1000  # how long a client waits before it reconnects to a handed-over stream
+FIRST_WORD_S = 2.0  # how long an SSE answer's status line waits for its first message
+GOODBYE_WAIT_S = 5.0  # how long a request ended at max_age has to give its last answer
 Run = Callable[[Callable[[dict[str, Any]], None], Cancellation], Any]
 
 
@@ -38,9 +41,14 @@ class Streams:
         self.config = config
         self.events = events
 
-    def answer(self, run: Run, resumable_for: Session | None = None, max_age: float | None = None) -> Response:
+    def answer(self, run: Run, resumable_for: Session | None = None, max_age: float | None = None,
+               plain: Callable[[Any], Answer] | None = None) -> Answer:
         """Run the request on its own thread (``run(notify, cancelled)`` returns its answer) and
-        stream its notifications, then its answer (or end after ``max_age`` seconds, cancelling it)."""
+        stream its notifications, then its answer (or end after ``max_age`` seconds, cancelling it).
+
+        A request answered within ``FIRST_WORD_S`` before it said anything else (one refused at
+        once, say) gets ``plain(answer)`` instead: a JSON answer, whose status can still say what
+        the error is (a 2026 ``-32021`` is a 400 once a stream has not begun with a 200)."""
         cancelled = Cancellation()
         resumable = resumable_for is not None and self.events is not None
         log = self.events.open(resumable_for.id) if resumable else StreamLog("", "")
@@ -53,6 +61,10 @@ class Streams:
                 log.finish(answer)
 
         threading.Thread(target=work, name="mcp-stream", daemon=True).start()
+        if plain is not None and not resumable:
+            messages, done = log.after(0, FIRST_WORD_S)
+            if done and len(messages) <= 1:
+                return plain(messages[0] if messages else None)
         return stream(lambda sock: self.relay(log, 0, sock, cancelled, resumable, prime=resumable, max_age=max_age))
 
     def resume(self, last_event_id: str, session: Session, lease: contextlib.ExitStack) -> Response | None:
@@ -97,8 +109,9 @@ class Streams:
                     yield f"retry: {RETRY_MS}\n\n".encode()
                     return
                 if max_age is not None and now - started >= max_age:
-                    cancelled.set()
-                    return
+                    if now - started >= max_age + GOODBYE_WAIT_S:
+                        return
+                    cancelled.cancel(ENDED)  # its answer, then the end (next rounds)
         finally:
             if not finished and not resumable:
                 cancelled.set()  # the client left without a word

@@ -3,7 +3,8 @@
 POST: a 2026-07-28 request is stateless (its routing headers checked against its body); any other
 follows the legacy handshake, whose ``Mcp-Session-Id`` is a signed token any worker can verify.
 Answers are JSON, or SSE when the request will send notifications first. GET is the legacy
-notification stream or a resumption (where resumable streams are offered); DELETE ends a session.
+notification stream or a resumption (where resumable streams are offered; an event it no longer
+has gets the notification stream, not a 404 that would end the session); DELETE ends a session.
 What a session's later requests must know (it ended; its log level) is in the instance store, so
 any worker serving them knows it.
 """
@@ -24,9 +25,9 @@ from ...cancellation import Cancellation
 from ...config import Config
 from ...keys import ApiKey
 from ...logs import log
-from ...protocol import LEGACY_VERSIONS, Server, Session, jsonrpc
+from ...protocol import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS, Server, Session, jsonrpc
 from ...protocol.confirm import may_ask
-from ...protocol.eras import is_modern, wants_notifications
+from ...protocol.eras import META_VERSION, envelope_error, is_modern, wants_notifications
 from ...protocol.jsonrpc import JsonRpcError
 from ...tenant import Tenant
 from .admission import Admission, holds_long
@@ -104,8 +105,8 @@ class Streamable:
     def _modern(self, request: Request, message: dict[str, Any], caller: Caller, wanted: set[str]) -> Answer:
         """2026-07-28: stateless, with the routing headers checked against the body."""
         mismatch = header_mismatch(request, message)
-        if mismatch:
-            error = JsonRpcError(jsonrpc.HEADER_MISMATCH, mismatch)
+        error = JsonRpcError(jsonrpc.HEADER_MISMATCH, mismatch) if mismatch else envelope_error(jsonrpc.meta_of(message))
+        if error is not None:
             return json_response(jsonrpc.error(jsonrpc.request_id(message), error), 400)
         if "id" not in message:
             return Response(status=202)
@@ -113,7 +114,7 @@ class Streamable:
             raise HttpError(406, jsonrpc.INVALID_REQUEST, f"subscriptions/listen answers with {SSE}: Accept it")
         session = Session(id=f"modern:{random.getrandbits(64):016x}", transport="streamable-http")  # this process's own
         return self._answer(message, caller, session, request, MODERN_STATUS_BY_CODE,
-                            stream=_wants_stream(message, wanted))
+                            stream=_wants_stream(message, wanted), takes_json=JSON in wanted)
 
     def _legacy(self, request: Request, message: Any, caller: Caller, wanted: set[str]) -> Answer:
         if jsonrpc.method_of(message) == "initialize" and "id" in message:
@@ -124,10 +125,8 @@ class Streamable:
                 log.bind(session=session.id, tenant=caller.key.log_id, transport="streamable-http"
                          ).info("http.session.issued")
             return response
+        _check_legacy_version(request.headers.get("MCP-Protocol-Version"))
         session = caller.session or self.restore(request, caller.key)
-        version = request.headers.get("MCP-Protocol-Version")
-        if version is not None and version not in LEGACY_VERSIONS:
-            raise HttpError(400, jsonrpc.INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}")
         if isinstance(message, list):
             answer = self.core.handle_batch(message, session=session, tenant=caller.tenant, narrow=narrowing(request),
                                             trace=request.headers)
@@ -142,14 +141,16 @@ class Streamable:
         stream = _wants_stream(message, wanted, session.log_level) or (
             SSE in wanted and message.get("method") == "tools/call" and (
                 resumable or may_ask(self.config.confirm_side_effects, session.capabilities)))
-        response = self._answer(message, caller, session, request, STATUS_BY_CODE, stream=stream, resumable=resumable)
+        response = self._answer(message, caller, session, request, STATUS_BY_CODE, stream=stream, resumable=resumable,
+                                takes_json=JSON in wanted)
         if message.get("method") == "logging/setLevel" and session.log_level:
             self.store.put(SESSIONS, session.id, {"log_level": session.log_level}, self.config.session_max_age)
         return response
 
     def _answer(self, message: dict[str, Any], caller: Caller, session: Session, http_request: Request,
-                statuses: dict[int, int], *, stream: bool, resumable: bool = False) -> Answer:
-        """Serve one request as a JSON body, or as an SSE stream when it will send notifications."""
+                statuses: dict[int, int], *, stream: bool, resumable: bool = False, takes_json: bool = False) -> Answer:
+        """Serve one request as a JSON body, or as an SSE stream when it will send notifications (a
+        stream refused at once is a JSON body too, for a client that ``takes_json``)."""
         narrow = narrowing(http_request)
         held = caller.lease.pop_all()  # the tenant stays held until the answer is complete, on whichever thread
 
@@ -161,15 +162,18 @@ class Streamable:
                 except Exception:
                     return failed(message)
 
+        def plain(answer: Any) -> Answer:
+            if answer is None:
+                return Response(status=204)  # cancelled: the client is gone or asked us to stop
+            return json_response(answer, status_of(answer, statuses))
+
         if stream:
             max_age = self.config.stream_max_age if message.get("method") == "subscriptions/listen" else None
-            return self.streams.answer(run, session if resumable else None, max_age=max_age)
+            return self.streams.answer(run, session if resumable else None, max_age=max_age,
+                                       plain=plain if takes_json else None)
         sock = socket_of(http_request) if message.get("method") == "tools/call" else None
         with self.hangups.watching(sock) as hung_up:
-            answer = run(lambda _n: None, hung_up)
-        if answer is None:
-            return Response(status=204)  # cancelled: the client is gone or asked us to stop
-        return json_response(answer, status_of(answer, statuses))
+            return plain(run(lambda _n: None, hung_up))
 
     # -- sessions, GET, DELETE ------------------------------------------------------------------
 
@@ -205,10 +209,10 @@ class Streamable:
                 self.admission.admit(opening, key, held=False)  # the rest of an answer, as long as it takes
                 lease = opening.pop_all()
             resumed = self.streams.resume(last_event_id, session, lease)  # the stream lets the place go
-            if resumed is None:
-                lease.close()
-                raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown Last-Event-ID: that stream is gone")
-            return resumed
+            if resumed is not None:
+                return resumed
+            lease.close()  # replaying is a MAY, and a 404 would end the session: the plain stream instead
+            log.bind(session=session.id).info("http.resume.unknown_event")
         return self._changes(key, client_address(request))
 
     def _changes(self, key: ApiKey, address: str) -> Answer:
@@ -250,6 +254,20 @@ def light(message: Any) -> bool:
     if not isinstance(message, dict) or is_modern(message):
         return False
     return "id" not in message or "method" not in message or message["method"] == "ping"
+
+
+def _check_legacy_version(version: str | None) -> None:
+    """Refuse a request whose ``MCP-Protocol-Version`` header is not a handshake revision: a 2026 one
+    whose body lacks its ``_meta`` (-32020, so a dual-era client does not take this server for a
+    legacy one), or one not served at all (-32022)."""
+    if version is None or version in LEGACY_VERSIONS:
+        return
+    if version in MODERN_VERSIONS:
+        raise HttpError(400, jsonrpc.HEADER_MISMATCH, f"MCP-Protocol-Version is {version} but params._meta has no "
+                        f"{META_VERSION!r}: a {version} request carries its version and the client's capabilities "
+                        "in params._meta")
+    raise HttpError(400, jsonrpc.UNSUPPORTED_PROTOCOL_VERSION, f"Unsupported protocol version: {version}",
+                    data={"supported": list(SUPPORTED_VERSIONS), "requested": version})
 
 
 def _wants_stream(message: dict[str, Any], wanted: set[str], log_level: str | None = None) -> bool:

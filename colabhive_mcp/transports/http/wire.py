@@ -37,22 +37,25 @@ INVALID_TOKEN = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
 # 2026: the body field each method's Mcp-Name header mirrors
 NAME_PARAMS = {"tools/call": "name", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 STATUS_BY_CODE = {jsonrpc.PARSE_ERROR: 400, jsonrpc.INVALID_REQUEST: 400, jsonrpc.KEY_REJECTED: 401}
-MODERN_STATUS_BY_CODE = {**STATUS_BY_CODE, jsonrpc.INVALID_PARAMS: 400, jsonrpc.METHOD_NOT_FOUND: 404,
-                         jsonrpc.HEADER_MISMATCH: 400, jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
-                         jsonrpc.UNSUPPORTED_PROTOCOL_VERSION: 400}
+# 2026: 400 only with an error a dual-era client recognises as modern (else it falls back to the
+# handshake): a malformed envelope is answered before the core (400 with -32602); a plain -32602 (an
+# unknown tool, a stale cursor, an unknown task) is a 200, as in every revision.
+MODERN_STATUS_BY_CODE = {**STATUS_BY_CODE, jsonrpc.METHOD_NOT_FOUND: 404, jsonrpc.HEADER_MISMATCH: 400,
+                         jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY: 400, jsonrpc.UNSUPPORTED_PROTOCOL_VERSION: 400}
 TRUE = ("1", "true", "yes", "on")
 
 
 class HttpError(Exception):
     """An answer decided before the protocol core: an HTTP status with a JSON-RPC error body."""
 
-    def __init__(self, status: int, code: int, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, status: int, code: int, message: str, headers: dict[str, str] | None = None,
+                 data: Any = None) -> None:
         super().__init__(message)
-        self.status, self.code, self.message, self.headers = status, code, message, headers or {}
+        self.status, self.code, self.message, self.headers, self.data = status, code, message, headers or {}, data
 
     def response(self, request_id: Any = None) -> JsonAnswer:
-        return JsonAnswer(jsonrpc.encode(jsonrpc.error(request_id, JsonRpcError(self.code, self.message))), self.status,
-                          self.headers)
+        error = JsonRpcError(self.code, self.message, self.data)
+        return JsonAnswer(jsonrpc.encode(jsonrpc.error(request_id, error)), self.status, self.headers)
 
 
 def busy(status: int, exc: LimitReached) -> HttpError:
@@ -88,6 +91,17 @@ def body(request: Request) -> bytes:
     if request.content_length is None and limit is not None and len(data) >= limit:
         raise RequestEntityTooLarge()
     return data
+
+
+def request_id_of(request: Request) -> Any:
+    """The JSON-RPC id of the request's body, when it can be read (an answer decided at the edge
+    carries it); ``None`` for a body that is absent, too large, unreadable or not one request."""
+    if request.method != "POST":
+        return None
+    try:
+        return jsonrpc.request_id(jsonrpc.decode(request.get_data()))
+    except Exception:  # whatever kept the body from being a request is already being answered
+        return None
 
 
 def narrowing(request: Request) -> Narrowing | None:
