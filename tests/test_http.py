@@ -335,6 +335,30 @@ def test_the_2024_11_05_sse_transport(one_worker):
     assert post(hosted.root + "/messages?session_id=nope", {"jsonrpc": "2.0", "id": 1, "method": "ping"}).status_code == 404
 
 
+def test_a_key_revoked_mid_session_on_the_2024_11_05_transport_is_told_so(one_worker, sandbox):
+    """As on Streamable HTTP: "key rejected" (-31401), not an internal error with a traceback."""
+    key = "hive_revoked_on_the_sse_stream_01"
+    sandbox.add_key(key)
+    mark = len(one_worker.lines)
+    with requests.get(one_worker.root + "/sse", headers={"Authorization": f"Bearer {key}",
+                                                          "Accept": "text/event-stream"}, stream=True, timeout=30) as sse:
+        lines = sse.iter_lines(decode_unicode=True)
+        assert next(lines) == "event: endpoint"
+        messages = one_worker.root + next(lines).removeprefix("data: ")
+        answers = (json.loads(line[6:]) for line in lines if line.startswith("data: "))
+        assert post(messages, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}},
+            key).status_code == 202
+        assert next(answers)["result"]["protocolVersion"] == "2024-11-05"
+        sandbox.reset()  # the gateway no longer knows the key
+        for id_ in (5, 6):  # the gateway says so; then the server remembers it
+            assert post(messages, {"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": {
+                "name": "echo", "arguments": {"text": "no"}}}, key).status_code == 202
+            answer = next(answers)
+            assert answer["id"] == id_ and answer["error"]["code"] == -31401, answer
+    assert "http.internal_error" not in "\n".join(one_worker.lines[mark:])
+
+
 # -- edge checks -----------------------------------------------------------------------------------
 
 def test_dns_rebinding_is_refused(hosted):

@@ -106,6 +106,8 @@ class LegacySse:
                 with self.tenancy.tenant(key, address) as tenant:
                     answer = self.core.handle(message, tenant=tenant, session=opened.session, notify=opened.outbox.put,
                                               trace=trace)
+            except HttpError as exc:  # the key was rejected meanwhile, or its limits are reached: said on the stream
+                answer = exc.answer(jsonrpc.request_id(message)) if jsonrpc.is_request(message) else None
             except Exception:
                 answer = failed(message)
             finally:

@@ -53,9 +53,12 @@ class HttpError(Exception):
         super().__init__(message)
         self.status, self.code, self.message, self.headers, self.data = status, code, message, headers or {}, data
 
+    def answer(self, request_id: Any = None) -> dict[str, Any]:
+        """The JSON-RPC error response it comes to (sent on a stream when there is no status line)."""
+        return jsonrpc.error(request_id, JsonRpcError(self.code, self.message, self.data))
+
     def response(self, request_id: Any = None) -> JsonAnswer:
-        error = JsonRpcError(self.code, self.message, self.data)
-        return JsonAnswer(jsonrpc.encode(jsonrpc.error(request_id, error)), self.status, self.headers)
+        return JsonAnswer(jsonrpc.encode(self.answer(request_id)), self.status, self.headers)
 
 
 def busy(status: int, exc: LimitReached) -> HttpError:
