@@ -15,14 +15,13 @@ key naming that id (whatever the gateway lets it see) neither claims nor ends it
 
 from __future__ import annotations
 
-import hashlib
 import heapq
-import json
 import secrets
 import threading
 import time
 from typing import Any, Callable
 
+from .canonical import canonical, digest
 from .logs import log
 from .store import MemoryStore, SqliteStore
 
@@ -35,8 +34,7 @@ LOOK_EVERY_S = 0.05
 
 def call_key(binding: str, slug: str, arguments: dict[str, Any]) -> str:
     """The identity of a call: the same key, tool and canonical arguments."""
-    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(f"{binding}\0{slug}\0{canonical}".encode("utf-8", "surrogatepass")).hexdigest()
+    return digest(binding, slug, canonical(arguments))
 
 
 class DetachedCalls:

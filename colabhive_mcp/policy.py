@@ -30,9 +30,6 @@ class Policy:
                    deny_side_effects=config.deny_side_effects, min_stability=config.min_stability,
                    read_only=config.read_only)
 
-    def permits(self, entry: dict[str, Any]) -> bool:
-        return self.refusal(entry) is None
-
     def refusal(self, entry: dict[str, Any], builtin: bool = False) -> str | None:
         """Why this policy hides ``entry`` (a short sentence), or ``None`` when it is exposed.
 

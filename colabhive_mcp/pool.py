@@ -43,7 +43,7 @@ class _Slot:
         self.checked = time.monotonic()  # when the instance's rejected keys were last looked at for it
 
 
-class _Admission:
+class _KeyCheck:
     """A new key being checked with the gateway; requests for the same key wait for its verdict."""
 
     def __init__(self) -> None:
@@ -77,7 +77,7 @@ class TenantPool:
         self.limits = limits or Limits(config, self.store)
         self._lock = threading.Lock()
         self._slots: _EvictingLRU = _EvictingLRU(size or config.pool_size, self._evicted)
-        self._admissions: dict[str, _Admission] = {}
+        self._key_checks: dict[str, _KeyCheck] = {}
 
     def __len__(self) -> int:
         with self._lock:
@@ -137,38 +137,38 @@ class TenantPool:
                 slot.users += 1
                 return slot
             else:
-                admission = self._admissions.get(digest)
-                first = admission is None
+                check = self._key_checks.get(digest)
+                first = check is None
                 if first:
-                    admission = self._admissions[digest] = _Admission()
+                    check = self._key_checks[digest] = _KeyCheck()
         if rejected is not None:
             if idle:
                 slot.tenant.close()
             raise rejected
         if not first:
-            admission.done.wait()
-            if admission.failure is not None:
-                raise admission.failure
+            check.done.wait()
+            if check.failure is not None:
+                raise check.failure
             return self._take(digest, key, address)  # admitted (or evicted since): look again
         try:
-            admission.slot = self._admit(key, address)
+            check.slot = self._admit(key, address)
         except KeyRejected as exc:
-            admission.failure = exc
+            check.failure = exc
             self._remember(digest, exc)
             raise
         except LimitReached as exc:
-            admission.failure = exc
+            check.failure = exc
             raise
         finally:
             with self._lock:
-                del self._admissions[digest]
-                if admission.slot is not None:
-                    admission.slot.users += 1
-                    self._slots[digest] = admission.slot
-                    log.bind(tenant=admission.slot.tenant.key_id, pool_size=len(self._slots)).info("pool.tenant_added")
+                del self._key_checks[digest]
+                if check.slot is not None:
+                    check.slot.users += 1
+                    self._slots[digest] = check.slot
+                    log.bind(tenant=check.slot.tenant.key_id, pool_size=len(self._slots)).info("pool.tenant_added")
                     metrics.TENANTS.set(len(self._slots))
-            admission.done.set()
-        return admission.slot
+            check.done.set()
+        return check.slot
 
     def _remember(self, digest: str, rejected: KeyRejected) -> None:
         self.store.delete(ACCEPTED, digest)

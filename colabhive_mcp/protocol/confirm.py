@@ -14,7 +14,9 @@ import json
 import secrets
 from typing import Any
 
+from ..canonical import canonical, digest
 from ..policy import side_effects
+from ..results import error_result
 from ..signing import Signer
 from ..store import MemoryStore, SqliteStore
 from ..tools import Tool
@@ -68,8 +70,7 @@ def accepted(answer: Any) -> bool:
 
 
 def declined(tool: Tool) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": f"The user did not allow {tool.name!r} to run; nothing was done."}],
-            "isError": True}
+    return error_result(f"The user did not allow {tool.name!r} to run; nothing was done.")
 
 
 class RequestStates:
@@ -92,4 +93,4 @@ class RequestStates:
 
 
 def _digest(arguments: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(arguments, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return digest(canonical(arguments))

@@ -153,15 +153,15 @@ def is_request(message: dict[str, Any]) -> bool:
     return "method" in message and "id" in message
 
 
-def is_notification(message: dict[str, Any]) -> bool:
-    return "method" in message and "id" not in message
-
-
 def request_id(message: Any) -> Any:
     """The message's id when it is a usable one, else ``None`` (answered as ``"id": null``)."""
     if isinstance(message, dict) and is_valid_id(message.get("id")):
         return message["id"]
     return None
+
+
+def notification(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})}
 
 
 def result(id_: Any, value: dict[str, Any]) -> dict[str, Any]:

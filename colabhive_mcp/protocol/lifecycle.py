@@ -39,7 +39,6 @@ def initialize(params: dict[str, Any], session: Session, config: Config, list_ch
     session.version = version
     session.client_info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
     session.capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
-    session.initialized = False
     log.bind(session=session.id, transport=session.transport, protocol_version=version, requested_version=requested,
              client=session.client_info.get("name"), client_version=session.client_info.get("version"),
              profile=profiles.for_client(session.client_info, config).name, era="legacy").info("mcp.session.started")

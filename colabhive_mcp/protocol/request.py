@@ -10,7 +10,7 @@ from ..policy import Policy
 from ..profiles import UNKNOWN, Profile
 from ..tenant import Tenant
 from .eras import LOG_LEVELS
-from .jsonrpc import is_valid_id
+from .jsonrpc import is_valid_id, notification
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,6 @@ class Session:
     client_info: dict[str, Any] = field(default_factory=dict)
     capabilities: dict[str, Any] = field(default_factory=dict)
     log_level: str | None = None
-    initialized: bool = False
 
 
 @dataclass
@@ -60,7 +59,7 @@ class Request:
     def send(self, method: str, params: dict[str, Any]) -> None:
         """Emit a notification for this request, unless it has been cancelled."""
         if not self.cancelled.is_set():
-            self.notify({"jsonrpc": "2.0", "method": method, "params": params})
+            self.notify(notification(method, params))
 
     @property
     def progress_token(self) -> str | int | None:

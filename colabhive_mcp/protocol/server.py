@@ -162,9 +162,7 @@ class Server:
 
     def _notification(self, message: dict[str, Any], session: Session) -> None:
         method, params = message["method"], message.get("params") or {}
-        if method == "notifications/initialized":
-            session.initialized = True
-        elif method == "notifications/cancelled" and jsonrpc.is_valid_id(params.get("requestId")):
+        if method == "notifications/cancelled" and jsonrpc.is_valid_id(params.get("requestId")):
             self.cancel(session, params["requestId"], reason_of(params.get("reason")))
 
     def _dispatch(self, message: dict[str, Any], tenant: Tenant | None, session: Session,

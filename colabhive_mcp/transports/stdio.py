@@ -29,7 +29,7 @@ from .workers import Workers
 INLINE_METHODS = frozenset({"initialize"})  # answered before the next line is read
 PREFETCH_AFTER_S = 0.5  # after the handshake, which must not wait for the gateway
 READ_CHUNK = 1 << 16
-TEARDOWN_S = 0.8  # how long ended requests may take to stop their work upstream and answer
+TEARDOWN_S = 1.5  # how long ended requests may take to stop their work upstream and answer (hosts wait 2 s)
 
 
 class Shutdown(Exception):
@@ -81,7 +81,7 @@ class StdioTransport:
 
         def changed() -> None:
             if self.session.version is not None:
-                self.write({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+                self.write(jsonrpc.notification("notifications/tools/list_changed"))
 
         self.tenant.watch(self._stopped, changed)
 

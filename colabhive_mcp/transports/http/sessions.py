@@ -37,4 +37,4 @@ class SessionCodec:
             return None
         return Session(id=payload["n"], transport="streamable-http", version=payload["v"],
                        capabilities=payload.get("c") or {},
-                       client_info=payload.get("i") or {}, initialized=True)
+                       client_info=payload.get("i") or {})

@@ -26,7 +26,7 @@ from ...logs import log
 from ...protocol import Session
 from .events import EventStore, StreamLog
 from .hangups import peer_closed
-from .wire import SSE, SSE_HEADERS, Answer, sse_event
+from .wire import SSE, SSE_HEADERS, Answer, socket_of, sse_event
 
 DISCONNECT_CHECK_S = 0.5
 RETRY_MS = 1000  # how long a client waits before it reconnects to a handed-over stream
@@ -51,21 +51,21 @@ class Streams:
         the error is (a 2026 ``-32021`` is a 400 once a stream has not begun with a 200)."""
         cancelled = Cancellation()
         resumable = resumable_for is not None and self.events is not None
-        log = self.events.open(resumable_for.id) if resumable else StreamLog("", "")
+        stream_log = self.events.open(resumable_for.id) if resumable else StreamLog("", "")
 
         def work() -> None:
             answer = None
             try:
-                answer = run(log.append, cancelled)
+                answer = run(stream_log.append, cancelled)
             finally:
-                log.finish(answer)
+                stream_log.finish(answer)
 
         threading.Thread(target=work, name="mcp-stream", daemon=True).start()
         if plain is not None and not resumable:
-            messages, done = log.after(0, FIRST_WORD_S)
+            messages, done = stream_log.after(0, FIRST_WORD_S)
             if done and len(messages) <= 1:
                 return plain(messages[0] if messages else None)
-        return stream(lambda sock: self.relay(log, 0, sock, cancelled, resumable, prime=resumable, max_age=max_age))
+        return stream(lambda sock: self.relay(stream_log, 0, sock, cancelled, resumable, prime=resumable, max_age=max_age))
 
     def resume(self, last_event_id: str, session: Session, lease: contextlib.ExitStack) -> Response | None:
         """A stream picked up where ``last_event_id`` left it (``lease`` is let go when it ends);
@@ -73,12 +73,12 @@ class Streams:
         found = self.events.find(last_event_id, session.id) if self.events is not None else None
         if found is None:
             return None
-        log, position = found
-        return stream(lambda sock: self.relay(log, position, sock, Cancellation(), True), lease)
+        stream_log, position = found
+        return stream(lambda sock: self.relay(stream_log, position, sock, Cancellation(), True), lease)
 
-    def relay(self, log: StreamLog, position: int, sock: socket.socket | None, cancelled: Cancellation,
+    def relay(self, stream_log: StreamLog, position: int, sock: socket.socket | None, cancelled: Cancellation,
               resumable: bool, prime: bool = False, max_age: float | None = None) -> Iterator[bytes]:
-        """The SSE bytes of ``log`` from ``position`` on, live, with keep-alive comments.
+        """The SSE bytes of ``stream_log`` from ``position`` on, live, with keep-alive comments.
 
         A resumable POST stream (``prime``) starts with a priming event and is handed over after
         ``sse_poll_after`` seconds: a ``retry`` field, then the connection ends and the client
@@ -88,12 +88,12 @@ class Streams:
         started = last = time.monotonic()
         try:
             # the first bytes go out at once, so the client has its headers before any event
-            yield f"id: {log.event_id(0)}\nretry: {RETRY_MS}\ndata: \n\n".encode() if prime else b": open\n\n"
+            yield f"id: {stream_log.event_id(0)}\nretry: {RETRY_MS}\ndata: \n\n".encode() if prime else b": open\n\n"
             while True:
-                messages, done = log.after(position, DISCONNECT_CHECK_S)
+                messages, done = stream_log.after(position, DISCONNECT_CHECK_S)
                 for message in messages:
                     position += 1
-                    yield sse_event(message, log.event_id(position) if resumable else None)
+                    yield sse_event(message, stream_log.event_id(position) if resumable else None)
                 if done:
                     finished = True
                     return
@@ -152,7 +152,7 @@ class _StreamResponse(Response):
         self._lease = lease
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        sock = environ.get("gunicorn.socket") or environ.get("werkzeug.socket")
+        sock = socket_of(environ)
         self.response = _guarded(self._generate(sock), self._lease)
         self.direct_passthrough = True
         return super().__call__(environ, start_response)

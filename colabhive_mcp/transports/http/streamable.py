@@ -171,7 +171,7 @@ class Streamable:
             max_age = self.config.stream_max_age if message.get("method") == "subscriptions/listen" else None
             return self.streams.answer(run, session if resumable else None, max_age=max_age,
                                        plain=plain if takes_json else None)
-        sock = socket_of(http_request) if message.get("method") == "tools/call" else None
+        sock = socket_of(http_request.environ) if message.get("method") == "tools/call" else None
         with self.hangups.watching(sock) as hung_up:
             return plain(run(lambda _n: None, hung_up))
 
@@ -226,7 +226,7 @@ class Streamable:
 
         def watch() -> None:
             with lease:
-                tenant.watch(stop, lambda: outbox.put({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
+                tenant.watch(stop, lambda: outbox.put(jsonrpc.notification("notifications/tools/list_changed")))
 
         def generate(sock: socket.socket | None) -> Iterator[bytes]:
             try:

@@ -173,7 +173,7 @@ def is_loopback(address: str | None) -> bool:
 
 def local_and_direct(request: Request) -> bool:
     """Whether the request came from this machine, to a socket of this machine, not through a proxy."""
-    sock = socket_of(request)
+    sock = socket_of(request.environ)
     local = sock.getsockname()[0] if sock is not None else None
     proxied = any(h in request.headers for h in ("Forwarded", "X-Forwarded-For", "X-Real-IP"))
     return not proxied and is_loopback(request.remote_addr) and (local is None or is_loopback(local))
@@ -198,9 +198,9 @@ def client_address(request: Request) -> str:
     return str(ip)
 
 
-def socket_of(request: Request) -> socket.socket | None:
-    """The client's socket, where the server exposes it (gunicorn, Werkzeug)."""
-    return request.environ.get("gunicorn.socket") or request.environ.get("werkzeug.socket")
+def socket_of(environ: dict[str, Any]) -> socket.socket | None:
+    """The client's socket, where the WSGI server exposes it (gunicorn, Werkzeug)."""
+    return environ.get("gunicorn.socket") or environ.get("werkzeug.socket")
 
 
 # -- writing an answer ---------------------------------------------------------------------------
