@@ -13,14 +13,11 @@ from typing import Any
 from .gateway import GatewayError
 from .invocation import progress_percent, status_message
 from .logs import log
+from .revisions import revision
 from .schemas import Check
 
 EMBEDDING_PREVIEW = 8
 CONTINUATION = "com.colabhive/continuation"  # result _meta: the call that gets the result of work still running
-# Content block types each protocol revision knows.
-_BLOCKS_2024 = frozenset({"text", "image", "resource"})
-_BLOCKS_2025_03 = _BLOCKS_2024 | {"audio"}
-BLOCK_TYPES = {"2024-11-05": _BLOCKS_2024, "2025-03-26": _BLOCKS_2025_03}  # later revisions: all types
 
 
 def text(value: str) -> dict[str, Any]:
@@ -185,11 +182,15 @@ def failure_message(error: Any) -> str:
 
 def for_version(result: dict[str, Any], version: str) -> dict[str, Any]:
     """Downgrade a result for older revisions: unknown block types become text, no structuredContent."""
-    allowed = BLOCK_TYPES.get(version)
-    if allowed is None:
+    facts = revision(version)
+    if facts.structured_content and facts.block_types is None:
         return result
-    result = {k: v for k, v in result.items() if k != "structuredContent"}
-    result["content"] = [b if b["type"] in allowed else text(_describe_block(b)) for b in result["content"]]
+    allowed = facts.block_types
+    if not facts.structured_content:
+        result = {k: v for k, v in result.items() if k != "structuredContent"}
+    if allowed is not None:
+        result = {**result, "content": [b if b["type"] in allowed else text(_describe_block(b))
+                                        for b in result["content"]]}
     return result
 
 

@@ -17,6 +17,7 @@ from .policy import Policy, side_effects
 from . import interning
 from .encoding import EncodedList
 from .profiles import Profile
+from .revisions import revision
 from .schemas import Check, portable
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -31,17 +32,6 @@ LATENCY_NOTES = {
     "batch": "Batch job: may run for minutes; progress is reported meanwhile.",
 }
 
-# Tool fields each protocol revision knows (older clients get only what they can parse).
-_FIELDS_2024 = ("name", "description", "inputSchema")
-_FIELDS_2025_03 = _FIELDS_2024 + ("annotations",)
-_FIELDS_2025_06 = _FIELDS_2025_03 + ("title", "outputSchema", "_meta")
-TOOL_FIELDS = {
-    "2024-11-05": _FIELDS_2024,
-    "2025-03-26": _FIELDS_2025_03,
-    "2025-06-18": _FIELDS_2025_06,
-    "2025-11-25": _FIELDS_2025_06 + ("icons", "execution"),
-    "2026-07-28": _FIELDS_2025_06 + ("icons",),
-}
 
 
 def tool_name(slug: str, limit: int) -> str:
@@ -203,7 +193,7 @@ class Catalog:
         """The exposed tool definitions as ``version`` spells them (built once per version)."""
         listing = self._listings.get(version)
         if listing is None:
-            fields = TOOL_FIELDS[version]
+            fields = revision(version).tool_fields
             strict = self.profile.strict_schemas
             listing = EncodedList([interning.built((self._digests[t.name], t.name, strict, version),
                                                 lambda t=t: {k: t.definition[k] for k in fields if k in t.definition})

@@ -5,7 +5,8 @@ import pytest
 from colabhive_mcp.manifest import Manifest
 from colabhive_mcp.policy import Policy
 from colabhive_mcp.profiles import Profile
-from colabhive_mcp.tools import Catalog, TOOL_FIELDS, annotations, build_definition, tool_name
+from colabhive_mcp.revisions import REVISIONS
+from colabhive_mcp.tools import Catalog, annotations, build_definition, tool_name
 
 SAFE = r"^[A-Za-z0-9_.\-]+$"
 
@@ -94,10 +95,10 @@ def test_listing_is_sorted_and_spelled_for_each_revision():
     entries = (entry("zeta", displayName="Zeta", sideEffects=[], outputSchema={"type": "object"}),
                entry("alpha", sideEffects=[]))
     catalog = Catalog(Manifest(entries, None), Policy(), Profile("test"))
-    for version, fields in TOOL_FIELDS.items():
+    for version, facts in REVISIONS.items():
         listing = catalog.listing(version)
         assert [t["name"] for t in listing] == ["alpha", "zeta"]
-        assert all(set(t) <= set(fields) for t in listing)
+        assert all(set(t) <= set(facts.tool_fields) for t in listing)
     assert "annotations" not in catalog.listing("2024-11-05")[1]
     assert catalog.listing("2025-06-18")[1]["title"] == "Zeta"
     assert catalog.listing("2025-06-18")[1]["_meta"]["com.colabhive/slug"] == "zeta"

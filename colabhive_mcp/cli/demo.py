@@ -15,7 +15,8 @@ import sys
 import threading
 from typing import Any, Callable
 
-LATEST_LEGACY = "2025-11-25"
+from ..revisions import LEGACY_VERSIONS
+
 
 
 class StdioPeer:
@@ -94,7 +95,7 @@ class StdioPeer:
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         self.send({"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})})
 
-    def initialize(self, version: str = LATEST_LEGACY) -> dict[str, Any]:
+    def initialize(self, version: str = LEGACY_VERSIONS[0]) -> dict[str, Any]:
         response = self.request("initialize", {"protocolVersion": version, "capabilities": {},
                                                "clientInfo": {"name": "colabhive-demo", "version": "1"}})
         self.notify("notifications/initialized")

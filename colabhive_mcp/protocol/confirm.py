@@ -17,6 +17,7 @@ from typing import Any
 from ..canonical import canonical, digest
 from ..policy import side_effects
 from ..results import error_result
+from ..revisions import revision
 from ..signing import Signer
 from ..store import MemoryStore, SqliteStore
 from ..tools import Tool
@@ -58,7 +59,7 @@ def elicitation(tool: Tool, arguments: dict[str, Any], version: str) -> dict[str
             INPUT_KEY: {"type": "boolean", "title": "Run it", "default": False,
                         "description": f"Run {tool.definition.get('title', tool.name)} now"}}},
     }
-    if version >= "2025-11-25":
+    if revision(version).elicitation_mode:
         params["mode"] = "form"
     return params
 

@@ -2,20 +2,16 @@
 
 Legacy (2024-11-05 … 2025-11-25) opens with the ``initialize`` handshake, scoped to a session;
 modern (2026-07-28) is stateless: every request carries its revision and the client's
-capabilities in ``params._meta``. Transports and the core read both facts from here.
+capabilities in ``params._meta``. Transports and the core read both facts from here; what each
+revision can carry is in :mod:`colabhive_mcp.revisions`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..revisions import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS
 from .jsonrpc import INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION, JsonRpcError, meta_of, method_of
-
-LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-MODERN_VERSIONS = ("2026-07-28",)
-SUPPORTED_VERSIONS = MODERN_VERSIONS + LEGACY_VERSIONS
-BATCH_VERSION = "2025-03-26"  # the one revision with JSON-RPC batches
-TASKS_VERSION = "2025-11-25"  # the one legacy revision with (experimental) core tasks
 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"

@@ -9,15 +9,13 @@ from .. import __version__, profiles
 from ..config import Config
 from ..logs import log
 from . import tasks
-from .eras import LEGACY_VERSIONS, LOG_LEVELS, META_SUBSCRIPTION, SUPPORTED_VERSIONS, TASKS_VERSION
+from ..revisions import LEGACY_VERSIONS, SUPPORTED_VERSIONS, revision
+from .eras import LOG_LEVELS, META_SUBSCRIPTION
 from .jsonrpc import INVALID_PARAMS, JsonRpcError
 from .request import Request, Session
 
 SERVER = {"name": "colabhive-mcp", "title": "ColabHive", "version": __version__,
           "description": "ColabHive actions as MCP tools", "websiteUrl": "https://colabhive.com"}
-# Implementation fields each older revision knows (later ones: all of them).
-SERVER_INFO_FIELDS = {"2024-11-05": ("name", "version"), "2025-03-26": ("name", "version"),
-                      "2025-06-18": ("name", "title", "version")}
 INSTRUCTIONS = (
     "These tools run ColabHive actions: language models, specialist models, tools and the user's own "
     "trained models. Slow tools may take minutes on a cold start; they report progress while they wait. "
@@ -27,7 +25,7 @@ INSTRUCTIONS = (
 
 def server_info(version: str) -> dict[str, Any]:
     """This server's ``Implementation``, as ``version`` spells it."""
-    return {k: SERVER[k] for k in SERVER_INFO_FIELDS.get(version, tuple(SERVER))}
+    return {k: SERVER[k] for k in revision(version).server_info}
 
 
 def initialize(params: dict[str, Any], session: Session, config: Config, list_changed: bool) -> dict[str, Any]:
@@ -43,7 +41,7 @@ def initialize(params: dict[str, Any], session: Session, config: Config, list_ch
              client=session.client_info.get("name"), client_version=session.client_info.get("version"),
              profile=profiles.for_client(session.client_info, config).name, era="legacy").info("mcp.session.started")
     capabilities: dict[str, Any] = {"tools": {"listChanged": list_changed}, "logging": {}}
-    if version == TASKS_VERSION:
+    if revision(version).core_tasks:
         capabilities["tasks"] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
     return {"protocolVersion": version, "capabilities": capabilities, "serverInfo": server_info(version),
             "instructions": INSTRUCTIONS}

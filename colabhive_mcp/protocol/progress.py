@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..invocation import ProgressTracker, status_message
+from ..revisions import revision
 from .request import Request
 
 
@@ -15,7 +16,7 @@ def reporter(request: Request) -> Callable[[dict[str, Any]], None] | None:
     if token is None and not request.wants_log("info"):
         return None
     tracker = ProgressTracker()
-    with_message = request.version != "2024-11-05"
+    with_message = revision(request.version).progress_message
 
     def report(invocation: dict[str, Any]) -> None:
         value, total, message = tracker.advance(invocation)

@@ -27,7 +27,8 @@ from ..store import MemoryStore, SqliteStore
 from ..tenant import Tenant
 from . import calling, jsonrpc, lifecycle, listing, tasks
 from .context import Context
-from .eras import (BATCH_VERSION, META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, META_VERSION,
+from ..revisions import REVISIONS, revision
+from .eras import (META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, META_VERSION,
                    envelope_error)
 from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
 from .request import Narrowing, Request, Session
@@ -43,6 +44,7 @@ MODERN_METHODS: dict[str, Handler] = {
     "tools/list": LEGACY_METHODS["tools/list"], "tools/call": calling.tools_call,
     "subscriptions/listen": lambda context, request: lifecycle.listen(request),
     "tasks/get": tasks.get, "tasks/cancel": tasks.cancel, "tasks/update": tasks.update}
+BATCH_VERSIONS = tuple(v for v, r in REVISIONS.items() if r.batches)
 
 
 class Server:
@@ -122,9 +124,9 @@ class Server:
 
     def handle_batch(self, messages: list[Any], session: Session, **context: Any) -> list[dict[str, Any]] | dict[str, Any] | None:
         """A JSON-RPC batch: only a 2025-03-26 session may send one."""
-        if session.version != BATCH_VERSION:
-            return jsonrpc.error(None, JsonRpcError(
-                INVALID_REQUEST, "Invalid Request: batches are only allowed under protocol 2025-03-26"))
+        if session.version is None or not revision(session.version).batches:
+            return jsonrpc.error(None, JsonRpcError(INVALID_REQUEST, "Invalid Request: batches are only allowed "
+                                                    f"under protocol {' and '.join(BATCH_VERSIONS)}"))
         if not messages:
             return jsonrpc.error(None, JsonRpcError(INVALID_REQUEST, "Invalid Request: empty batch"))
         if any(jsonrpc.method_of(m) == "initialize" for m in messages):

@@ -23,7 +23,7 @@ from ..logs import log
 from ..tenant import Unreachable
 from ..tools import Tool
 from .context import Context
-from .eras import TASKS_VERSION
+from ..revisions import REVISIONS, revision
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, JsonRpcError
 from .request import Request
 from .task_ids import TTL_MS, TaskRef, now
@@ -31,6 +31,7 @@ from .task_ids import TTL_MS, TaskRef, now
 EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 POLL_INTERVAL_MS = 2_000
+TASKS_VERSIONS = tuple(v for v, r in REVISIONS.items() if r.core_tasks)
 STATUS = {"queued": "working", "running": "working", "submitted": "working", "succeeded": "completed",
           "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
 
@@ -39,7 +40,7 @@ def wanted(request: Request) -> bool:
     """A 2025-11-25 call that asks for a task, or a 2026 call from a client with the extension."""
     if request.modern:
         return declared(request)
-    return request.version == TASKS_VERSION and isinstance(request.params.get("task"), dict)
+    return revision(request.version).core_tasks and isinstance(request.params.get("task"), dict)
 
 
 def create(context: Context, request: Request, tool: Tool, arguments: dict[str, Any]) -> dict[str, Any] | None:
@@ -149,8 +150,9 @@ def require_extension(request: Request, what: str) -> None:
 def _task(context: Context, request: Request) -> TaskRef:
     if request.modern:
         require_extension(request, "tasks/*")
-    elif request.version != TASKS_VERSION:
-        raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {request.method} (tasks need protocol {TASKS_VERSION})")
+    elif not revision(request.version).core_tasks:
+        raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {request.method} (tasks need protocol "
+                           f"{' or '.join(TASKS_VERSIONS)})")
     return context.task_ids.find(request.tenant.binding, request.params.get("taskId"))
 
 

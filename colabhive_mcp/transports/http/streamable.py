@@ -29,6 +29,7 @@ from ...protocol import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS, Se
 from ...protocol.confirm import may_ask
 from ...protocol.eras import META_VERSION, envelope_error, is_modern, wants_notifications
 from ...protocol.jsonrpc import JsonRpcError
+from ...revisions import revision
 from ...tenant import Tenant
 from .admission import Admission, holds_long
 from .hangups import HangupWatch
@@ -137,7 +138,7 @@ class Streamable:
             if self.relay is not None and cancelled is not None:
                 self.relay.publish(session.id, *cancelled)  # the call may run in another worker
             return Response(status=202) if answer is None else json_response(answer, status_of(answer, STATUS_BY_CODE))
-        resumable = self.streams.events is not None and session.version >= "2025-11-25"
+        resumable = self.streams.events is not None and revision(session.version).resumable
         stream = _wants_stream(message, wanted, session.log_level) or (
             SSE in wanted and message.get("method") == "tools/call" and (
                 resumable or may_ask(self.config.confirm_side_effects, session.capabilities)))
