@@ -15,6 +15,8 @@ import sys
 import threading
 from typing import Any, Callable
 
+from ..keys import KEYS_URL
+
 LATEST_LEGACY = "2025-11-25"
 
 
@@ -121,7 +123,6 @@ CALLS: tuple[tuple[str, dict[str, Any], bool], ...] = (
     ("flaky-translate", {"text": "bonjour", "target_language": "en"}, False),
 )
 # where ColabHive keys are made (the ColabHive Python SDK's documentation says so)
-KEYS_URL = "https://console.colabhive.com/builder/settings/api-keys"
 NEXT_STEPS = f"""
 Next steps:
   1. Get an API key (hive_...) in the ColabHive console: {KEYS_URL}
