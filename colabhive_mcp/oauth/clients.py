@@ -8,7 +8,6 @@ Redirect URIs are matched exactly, except that a loopback ``http`` redirect may 
 
 from __future__ import annotations
 
-import ipaddress
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +15,7 @@ from urllib.parse import urlsplit
 
 from . import documents
 from .errors import OAuthError
+from .hosts import is_loopback_host
 from .sealing import Sealer
 
 MAX_REDIRECT_URIS = 10
@@ -38,15 +38,6 @@ class Client:
         if given is not None and any(matches(uri, given) for uri in self.redirect_uris):
             return given
         raise OAuthError("invalid_request", "The redirect_uri is not one this application registered.")
-
-
-def is_loopback_host(host: str | None) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address((host or "").strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def matches(registered: str, given: str) -> bool:

@@ -1,0 +1,84 @@
+"""An OAuth client made of plain HTTP requests, for driving the server's authorization server step
+by step (the SDK tests use the official clients instead): register, open the consent page, submit
+it, exchange the code."""
+
+import base64
+import hashlib
+import re
+import secrets
+from urllib.parse import parse_qs, urlsplit
+
+import requests
+
+REDIRECT = "http://127.0.0.1:45678/callback"
+
+
+def pkce():
+    """A PKCE verifier and its S256 challenge."""
+    verifier = secrets.token_urlsafe(48)
+    return verifier, base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+
+
+def form_token(page_html):
+    """The sealed request token of a consent page."""
+    return re.search(r'name="request" value="([^"]+)"', page_html).group(1)
+
+
+def query(location):
+    """The query parameters of a redirect's Location, one value each."""
+    return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
+
+
+class Flow:
+    """One client of the server at ``root`` (its /mcp is ``resource``), with a ``session`` to send through."""
+
+    def __init__(self, root, resource, session=None, redirect_uri=REDIRECT):
+        self.root, self.resource, self.redirect_uri = root, resource, redirect_uri
+        self.http = session or requests.Session()
+        self.client_id = None
+
+    def register(self, **metadata):
+        answer = self.http.post(self.root + "/register", json={"redirect_uris": [self.redirect_uri],
+                                                               "client_name": "pytest client", **metadata}, timeout=30)
+        assert answer.status_code == 201, answer.text
+        self.client_id = answer.json()["client_id"]
+        return answer.json()
+
+    def authorize(self, challenge, **overrides):
+        """GET /authorize; the answer (a page, or a redirect, not followed)."""
+        params = {"response_type": "code", "client_id": self.client_id, "redirect_uri": self.redirect_uri,
+                  "code_challenge": challenge, "code_challenge_method": "S256", "state": "st4te",
+                  "resource": self.resource, "scope": "mcp", **overrides}
+        return self.http.get(self.root + "/authorize", params={k: v for k, v in params.items() if v is not None},
+                             allow_redirects=False, timeout=30)
+
+    def consent(self, page_html, key, action="allow"):
+        """Submit the consent page with ``key``; the answer (not followed)."""
+        return self.http.post(self.root + "/authorize", data={"request": form_token(page_html), "key": key,
+                                                              "action": action}, allow_redirects=False, timeout=60)
+
+    def code(self, key, challenge):
+        """A fresh authorization code for ``key``."""
+        page = self.authorize(challenge)
+        assert page.status_code == 200, page.text
+        answer = self.consent(page.text, key)
+        assert answer.status_code == 303, answer.text
+        return query(answer.headers["Location"])["code"]
+
+    def exchange(self, code, verifier, **overrides):
+        data = {"grant_type": "authorization_code", "code": code, "redirect_uri": self.redirect_uri,
+                "client_id": self.client_id, "code_verifier": verifier, "resource": self.resource, **overrides}
+        return self.http.post(self.root + "/token", data={k: v for k, v in data.items() if v is not None}, timeout=30)
+
+    def refresh(self, refresh_token, **overrides):
+        data = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": self.client_id,
+                "resource": self.resource, **overrides}
+        return self.http.post(self.root + "/token", data=data, timeout=30)
+
+    def tokens(self, key):
+        """Register, consent with ``key`` and exchange: the token response."""
+        self.register()
+        verifier, challenge = pkce()
+        answer = self.exchange(self.code(key, challenge), verifier)
+        assert answer.status_code == 200, answer.text
+        return answer.json()
