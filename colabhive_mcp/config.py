@@ -195,7 +195,7 @@ class Config:
         "page, and the host gets tokens that carry it sealed (default: on when public_url is set)",
         env="COLABHIVE_OAUTH")
     oauth_access_token_ttl: float = _setting(
-        3600.0, number(float, 60, 86400), "HTTP: seconds an OAuth access token is valid",
+        3600.0, number(float, 5, 86400), "HTTP: seconds an OAuth access token is valid",
         env="COLABHIVE_OAUTH_ACCESS_TOKEN_TTL")
     oauth_refresh_token_ttl: float = _setting(
         30 * 86400.0, number(float, 300, 365 * 86400), "HTTP: seconds an OAuth refresh token is valid (each is "
