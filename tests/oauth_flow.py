@@ -32,14 +32,21 @@ def query(location):
 class Flow:
     """One client of the server at ``root`` (its /mcp is ``resource``), with a ``session`` to send through."""
 
-    def __init__(self, root, resource, session=None, redirect_uri=REDIRECT):
-        self.root, self.resource, self.redirect_uri = root, resource, redirect_uri
+    def __init__(self, root, resource, session=None, redirect_uri=REDIRECT, verify=True):
+        """``verify``: the TLS certificate(s) to trust, given with each request (the environment's
+        bundle would win over a session's)."""
+        self.root, self.resource, self.redirect_uri, self.verify = root, resource, redirect_uri, verify
         self.http = session or requests.Session()
         self.client_id = None
 
+    def send(self, method, path, **options):
+        """A request to the server, redirects not followed."""
+        return self.http.request(method, self.root + path, allow_redirects=False, timeout=60, verify=self.verify,
+                                 **options)
+
     def register(self, **metadata):
-        answer = self.http.post(self.root + "/register", json={"redirect_uris": [self.redirect_uri],
-                                                               "client_name": "pytest client", **metadata}, timeout=30)
+        answer = self.send("POST", "/register", json={"redirect_uris": [self.redirect_uri],
+                                                      "client_name": "pytest client", **metadata})
         assert answer.status_code == 201, answer.text
         self.client_id = answer.json()["client_id"]
         return answer.json()
@@ -49,13 +56,11 @@ class Flow:
         params = {"response_type": "code", "client_id": self.client_id, "redirect_uri": self.redirect_uri,
                   "code_challenge": challenge, "code_challenge_method": "S256", "state": "st4te",
                   "resource": self.resource, "scope": "mcp", **overrides}
-        return self.http.get(self.root + "/authorize", params={k: v for k, v in params.items() if v is not None},
-                             allow_redirects=False, timeout=30)
+        return self.send("GET", "/authorize", params={k: v for k, v in params.items() if v is not None})
 
     def consent(self, page_html, key, action="allow"):
         """Submit the consent page with ``key``; the answer (not followed)."""
-        return self.http.post(self.root + "/authorize", data={"request": form_token(page_html), "key": key,
-                                                              "action": action}, allow_redirects=False, timeout=60)
+        return self.send("POST", "/authorize", data={"request": form_token(page_html), "key": key, "action": action})
 
     def code(self, key, challenge):
         """A fresh authorization code for ``key``."""
@@ -68,12 +73,12 @@ class Flow:
     def exchange(self, code, verifier, **overrides):
         data = {"grant_type": "authorization_code", "code": code, "redirect_uri": self.redirect_uri,
                 "client_id": self.client_id, "code_verifier": verifier, "resource": self.resource, **overrides}
-        return self.http.post(self.root + "/token", data={k: v for k, v in data.items() if v is not None}, timeout=30)
+        return self.send("POST", "/token", data={k: v for k, v in data.items() if v is not None})
 
     def refresh(self, refresh_token, **overrides):
         data = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": self.client_id,
                 "resource": self.resource, **overrides}
-        return self.http.post(self.root + "/token", data=data, timeout=30)
+        return self.send("POST", "/token", data=data)
 
     def tokens(self, key):
         """Register, consent with ``key`` and exchange: the token response."""

@@ -265,3 +265,35 @@ def test_a_client_metadata_url_at_a_private_address_is_refused(server):
         assert "private or reserved address" in answer.text, client_id
     flow.client_id = "http://example.com/client.json"
     assert "must be at an https URL" in flow.authorize(challenge).text
+
+
+# -- behind the shipped nginx site ---------------------------------------------------------------
+
+def test_a_host_connects_with_oauth_through_nginx(gateway_sandbox):
+    from .http_server import free_port
+    from .nginx import Nginx
+
+    port = free_port()
+    proxy = Nginx([f"127.0.0.1:{port}"])
+    server = HttpServer(gateway_sandbox.url, port=port, env={"COLABHIVE_PUBLIC_URL": proxy.url})
+    try:
+        proxy.start()
+        http = requests.Session()
+        challenged = http.post(proxy.url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                               headers={"Accept": "application/json, text/event-stream"}, timeout=30, verify=proxy.cert)
+        assert challenged.status_code == 401
+        metadata_url = proxy.root + "/.well-known/oauth-protected-resource/mcp"
+        assert f'resource_metadata="{metadata_url}"' in challenged.headers["WWW-Authenticate"]
+        resource = http.get(metadata_url, timeout=30, verify=proxy.cert).json()
+        assert resource["authorization_servers"] == [proxy.root]
+        issuer = http.get(proxy.root + "/.well-known/oauth-authorization-server", timeout=30, verify=proxy.cert)
+        assert issuer.json()["issuer"] == proxy.root
+        token = Flow(proxy.root, proxy.url, session=http, verify=proxy.cert).tokens(DEMO_KEY)["access_token"]
+        listed = http.post(proxy.url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}},
+            headers={"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
+                     "Mcp-Method": "tools/list", **bearer(token)}, timeout=30, verify=proxy.cert)
+        assert listed.status_code == 200 and listed.json()["result"]["tools"], listed.text
+    finally:
+        proxy.stop()
+        server.stop()

@@ -7,7 +7,7 @@ request gets a small page: which application asks, where it will be sent, one fi
 
 The page holds the request in a sealed, expiring form token, so the POST that answers it needs
 no cookie and cannot be forged for another request; it works without JavaScript, and its headers
-forbid framing, caching, referrers and any resource but its own inline style.
+forbid framing, caching, referrers to other sites and any resource but its own inline style.
 """
 
 from __future__ import annotations
@@ -109,13 +109,14 @@ STYLE_HASH = base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
 
 
 def security_headers(redirect_uri: str | None) -> dict[str, str]:
-    """What a page that takes a secret sends: no framing, no caching, no referrer, nothing loaded but
-    its own style; a form may post here, and (Chromium checks redirects too) go on to the client."""
+    """What a page that takes a secret sends: no framing, no caching, no referrer to other sites (with
+    none at all, browsers post the form with ``Origin: null``, which the edge refuses), nothing loaded
+    but its own style; a form may post here, and (Chromium checks redirects too) go on to the client."""
     targets = "'self'" + (f" {_source(redirect_uri)}" if redirect_uri else "")
     return {"Content-Security-Policy": f"default-src 'none'; style-src 'sha256-{STYLE_HASH}'; form-action {targets}; "
                                        "frame-ancestors 'none'; base-uri 'none'",
             "X-Frame-Options": "DENY", "Cache-Control": "no-store", "Pragma": "no-cache",
-            "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff"}
+            "Referrer-Policy": "same-origin", "X-Content-Type-Options": "nosniff"}
 
 
 def _source(uri: str) -> str:

@@ -84,8 +84,9 @@ def _get(parts: Any, address: str) -> dict[str, Any]:
     timeout = urllib3.Timeout(connect=TIMEOUT_S, read=TIMEOUT_S)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     if parts.scheme == "https":
-        pool: Any = urllib3.HTTPSConnectionPool(address, port, timeout=timeout, retries=False, cert_reqs="CERT_REQUIRED",
-                                                server_hostname=parts.hostname, assert_hostname=parts.hostname)
+        pool: Any = urllib3.HTTPSConnectionPool(address, port, timeout=timeout, retries=False,
+                                                cert_reqs="CERT_REQUIRED", server_hostname=parts.hostname,
+                                                assert_hostname=parts.hostname)
     else:
         pool = urllib3.HTTPConnectionPool(address, port, timeout=timeout, retries=False)
     path = parts.path + (f"?{parts.query}" if parts.query else "")
