@@ -3,10 +3,7 @@ end on loopback: discovery from the 401, registration, the consent page filled i
 POST of its form, as the user's browser would send it), the code exchanged, tools listed and
 called, and a refresh once the access token (5 s here) has expired."""
 
-import json
 import re
-import shutil
-import subprocess
 import time
 
 import anyio
@@ -22,7 +19,6 @@ from colabhive_mcp.sandbox import DEMO_KEY
 
 from .http_server import HttpServer, log_events
 from .oauth_flow import REDIRECT, query
-from .test_real_hosts import ROOT, ts_host  # noqa: F401 (the fixture installs the TypeScript SDK)
 
 TOKEN_TTL_S = 5
 
@@ -101,15 +97,10 @@ def test_the_python_sdk_connects_with_oauth_and_refreshes(server):
     assert redirected["iss"] == server.root and redirected["state"]
 
 
-def test_the_typescript_sdk_connects_with_oauth_and_refreshes(server, ts_host):  # noqa: F811
-    home = ROOT / ".cache" / "ts-sdk"
-    shutil.copy(ROOT / "tests" / "ts_oauth.mjs", home / "oauth.mjs")
+def test_the_typescript_sdk_connects_with_oauth_and_refreshes(server, ts_sdk):
     mark = len(server.lines)
-    scenario = {"url": server.url, "key": DEMO_KEY, "redirect": REDIRECT, "wait_ms": (TOKEN_TTL_S + 1) * 1000}
-    done = subprocess.run(["node", str(home / "oauth.mjs"), json.dumps(scenario)], capture_output=True, text=True,
-                          timeout=180)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    lines = ts_sdk("ts_oauth.mjs", {"url": server.url, "key": DEMO_KEY, "redirect": REDIRECT,
+                                    "wait_ms": (TOKEN_TTL_S + 1) * 1000})
     consented = next(line for line in lines if "consent" in line)
     assert consented == {"consent": 303, "iss": server.root, "redirected_to": REDIRECT}
     listed = next(line for line in lines if "tools" in line)
