@@ -4,8 +4,11 @@ it, exchange the code."""
 
 import base64
 import hashlib
+import json
 import re
 import secrets
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import requests
@@ -87,3 +90,36 @@ class Flow:
         answer = self.exchange(self.code(key, challenge), verifier)
         assert answer.status_code == 200, answer.text
         return answer.json()
+
+
+class Pages:
+    """A loopback web server of fixed answers (client metadata documents, a client's redirect page):
+    ``put(path, body, content_type)`` returns the page's URL; other paths are 404. ``close()`` stops it."""
+
+    def __init__(self):
+        served = self.served = {}
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                body, content_type = served.get(self.path.split("?")[0], (b"", "text/plain"))
+                self.send_response(200 if self.path.split("?")[0] in served else 404)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.httpd.server_port}{path}"
+
+    def put(self, path, body, content_type="application/json"):
+        self.served[path] = (body if isinstance(body, bytes) else json.dumps(body).encode(), content_type)
+        return self.url(path)
+
+    def close(self):
+        self.httpd.shutdown()

@@ -4,8 +4,6 @@ same through real gunicorn, the SDKs and a browser: test_oauth_http.py, test_oau
 test_oauth_browser.py."""
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from werkzeug.test import Client
@@ -17,7 +15,7 @@ from colabhive_mcp.oauth.sealing import Sealer
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.transports.http.app import McpApp
 
-from .oauth_flow import Flow, form_token, pkce, query
+from .oauth_flow import Flow, Pages, form_token, pkce, query
 
 SECRET = "s" * 64
 PUBLIC = "http://127.0.0.1:8765/mcp"
@@ -206,23 +204,9 @@ def test_redirects_match_exactly_except_a_loopback_port():
 
 @pytest.fixture
 def document_server():
-    served = {}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = served[self.path]
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield lambda path, body: served.__setitem__(path, body) or f"http://127.0.0.1:{httpd.server_port}{path}"
-    httpd.shutdown()
+    pages = Pages()
+    yield pages.put
+    pages.close()
 
 
 def test_client_metadata_documents_are_checked(document_server):

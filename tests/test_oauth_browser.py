@@ -4,15 +4,13 @@ The page renders, a wrong key shows the error and no code, the right key sends t
 to the client with a code that exchanges for tokens. Screenshots are kept in the test's tmp_path."""
 
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from colabhive_mcp.sandbox import DEMO_KEY
 
 from .http_server import HttpServer
-from .oauth_flow import Flow, pkce, query
+from .oauth_flow import Flow, Pages, pkce, query
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="Debian's chromium and chromium-driver are not "
@@ -22,22 +20,10 @@ pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="Debian's chro
 @pytest.fixture(scope="module")
 def callback():
     """The client's redirect URI: a loopback page that says it got the answer."""
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = b"<!doctype html><title>Connected</title><p>The application got its answer.</p>"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/callback"
-    httpd.shutdown()
+    pages = Pages()
+    yield pages.put("/callback", b"<!doctype html><title>Connected</title><p>The application got its answer.</p>",
+                    "text/html")
+    pages.close()
 
 
 @pytest.fixture

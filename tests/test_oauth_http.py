@@ -3,9 +3,7 @@ working wherever keys work (both eras, sessions, tool calls, logs), and every re
 names, each with the RFC's error. The official SDKs' OAuth clients are in test_oauth_sdks.py."""
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
@@ -14,7 +12,7 @@ from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
 from .http_server import HttpServer, SECRET, log_events
-from .oauth_flow import Flow, pkce, query
+from .oauth_flow import Flow, Pages, pkce, query
 from .test_http import initialize, modern, rpc
 
 
@@ -216,27 +214,9 @@ def test_a_rejected_key_gets_the_page_again_and_no_code(flow):
 
 @pytest.fixture(scope="module")
 def documents():
-    """A loopback web server of client metadata documents: ``documents.url(path)``, ``documents.put(path, doc)``."""
-    served = {}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = json.dumps(served.get(self.path, {})).encode()
-            self.send_response(200 if self.path in served else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    httpd.url = lambda path: f"http://127.0.0.1:{httpd.server_port}{path}"
-    httpd.put = served.__setitem__
-    yield httpd
-    httpd.shutdown()
+    pages = Pages()
+    yield pages
+    pages.close()
 
 
 def test_a_client_known_by_its_metadata_document_gets_tokens(server, documents):
