@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 
 from . import upgrade
 from .keys import ApiKey
-from .parsers import API_PREFIX, address, bind, boolean, choice, number, seconds_by_name, secret, text, url, words
+from .parsers import (API_PREFIX, address, bind, boolean, choice, number, public_address, seconds_by_name, secret, text,
+                      url, words)
 
 DEFAULT_API_URL = "https://api.colabhive.com"
 CONFIG_ENV = "COLABHIVE_MCP_CONFIG"
@@ -185,6 +186,30 @@ class Config:
     session_max_age: float = _setting(
         86400.0, number(float, 60, 30 * 86400), "HTTP: seconds a session id stays valid",
         env="COLABHIVE_SESSION_MAX_AGE")
+    public_url: str | None = _setting(
+        None, public_address, "HTTP: the address hosts reach /mcp at, e.g. https://mcp.colabhive.com/mcp; set, "
+        "the server is an OAuth resource server with its own authorization server (see oauth), and its host name "
+        "is accepted", env="COLABHIVE_PUBLIC_URL", metavar="URL", example="https://mcp.example.com/mcp")
+    oauth: bool | None = _setting(
+        None, boolean, "HTTP: let hosts connect with OAuth: the user pastes the key once, on this server's consent "
+        "page, and the host gets tokens that carry it sealed (default: on when public_url is set)",
+        env="COLABHIVE_OAUTH")
+    oauth_access_token_ttl: float = _setting(
+        3600.0, number(float, 5, 86400), "HTTP: seconds an OAuth access token is valid",
+        env="COLABHIVE_OAUTH_ACCESS_TOKEN_TTL")
+    oauth_refresh_token_ttl: float = _setting(
+        30 * 86400.0, number(float, 300, 365 * 86400), "HTTP: seconds an OAuth refresh token is valid (each is "
+        "used once: a refresh hands out a new one)", env="COLABHIVE_OAUTH_REFRESH_TOKEN_TTL")
+    oauth_redirect_schemes: tuple[str, ...] = _setting(
+        ("https", "http"), words, "HTTP: URI schemes an OAuth client may be redirected to (http: to loopback "
+        "only, per RFC 8252; add e.g. cursor for an app's own scheme)", env="COLABHIVE_OAUTH_REDIRECT_SCHEMES",
+        metavar="SCHEMES")
+    oauth_consents_per_minute: int = _setting(
+        10, number(int, 0, 100000), "HTTP: keys one client address (an IPv6 /64) may submit on the consent page "
+        "per minute; past it, 429 (0: no limit)", env="COLABHIVE_OAUTH_CONSENTS_PER_MINUTE")
+    oauth_loopback_clients: bool = _setting(
+        False, boolean, "HTTP: for tests only: fetch OAuth client metadata documents from this machine (over "
+        "plain http too); otherwise only https on public addresses", env="COLABHIVE_OAUTH_LOOPBACK_CLIENTS")
     allowed_hosts: tuple[str, ...] = _setting(
         (), words, "HTTP: Host names accepted besides loopback ('*': any)", env="COLABHIVE_ALLOWED_HOSTS",
         metavar="HOSTS")
@@ -252,6 +277,11 @@ class Config:
         env="COLABHIVE_LOG_FORMAT", metavar="FORMAT")
     log_file: str | None = _setting(
         None, text, "append logs to this file instead of stderr", env="COLABHIVE_LOG_FILE", metavar="FILE")
+
+    @property
+    def oauth_on(self) -> bool:
+        """Whether the server offers OAuth: ``oauth``, by default on once ``public_url`` is set."""
+        return bool(self.public_url) and self.oauth is not False
 
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)

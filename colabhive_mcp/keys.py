@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 # What a key can look like: an RFC 6750 bearer token (token68) of bounded length. Anything else is
 # refused before the gateway is asked; conf/nginx/colabhive-mcp.conf buckets exactly these tokens.
 MIN_KEY_CHARS, MAX_KEY_CHARS = 8, 255
+KEYS_URL = "https://console.colabhive.com/builder/settings/api-keys"  # where a user finds or makes one
 _KEY_SHAPE = re.compile(r"(?=[A-Za-z0-9._~+/-]+=*\Z)[A-Za-z0-9._~+/=-]{%d,%d}\Z" % (MIN_KEY_CHARS, MAX_KEY_CHARS))
 
 

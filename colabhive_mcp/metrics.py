@@ -34,6 +34,8 @@ _SPECS: dict[str, tuple[str, str, str, dict[str, Any]]] = {
                  {"labelnames": ["route", "status"]}),
     "UPSTREAM_LATENCY": ("Histogram", "colabhive_upstream_latency_seconds", "Builder Gateway response time",
                          {"labelnames": ["route"], "buckets": LATENCY_BUCKETS}),
+    "OAUTH": ("Counter", "mcp_oauth_events_total", "OAuth: codes and tokens issued, refusals by the RFC's error",
+              {"labelnames": ["event", "reason"]}),
     "MANIFEST": ("Counter", "mcp_manifest_requests_total",
                  "Manifest cache lookups: hit, fetched, not_modified, stale, error, rejected", {"labelnames": ["result"]}),
 }

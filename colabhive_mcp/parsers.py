@@ -98,6 +98,17 @@ def url(value: Any) -> str:
     return given if urlsplit(given).path not in ("", "/") else given + API_PREFIX
 
 
+def public_address(value: Any) -> str:
+    """The public URL of ``/mcp``: https (or http to this machine, for tests), ending in ``/mcp``."""
+    given = address(value)
+    parts = urlsplit(given)
+    if parts.path != "/mcp":
+        raise ValueError("must end in /mcp (the server's endpoint), e.g. https://mcp.colabhive.com/mcp")
+    if parts.scheme != "https" and parts.hostname not in ("localhost", "127.0.0.1", "::1"):
+        raise ValueError("must be https (plain http only on this machine, for tests)")
+    return given
+
+
 def bind(value: Any) -> str:
     host, sep, port = text(value).rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:

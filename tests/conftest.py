@@ -72,6 +72,16 @@ def serving(live, request):
     live.assert_still_serving(mark if request.session.testsfailed == failed else None)
 
 
+@pytest.fixture(scope="session")
+def ts_sdk():
+    """``ts_sdk(script, scenario)``: run a tests/ Node script with the official TypeScript SDK (installed
+    once from the npm registry) and return its JSON lines."""
+    from . import ts_sdk
+
+    ts_sdk.install()
+    return ts_sdk.run
+
+
 @pytest.fixture
 def warnings():
     """The messages of the warnings logged during the test."""

@@ -65,12 +65,15 @@ def free_port():
 class HttpServer:
     """``colabhive-mcp serve`` on a free loopback port; ``url`` is its /mcp endpoint."""
 
-    def __init__(self, api_url, *args, env=None, debug=False, gunicorn_conf=False, host="127.0.0.1"):
+    def __init__(self, api_url, *args, env=None, debug=False, gunicorn_conf=False, host="127.0.0.1", public=False,
+                 port=None):
         """``host``: the address to listen on (the server is always reached on 127.0.0.1);
-        ``gunicorn_conf``: run plain gunicorn with the project's config file (or this one)."""
-        self.port = free_port()
+        ``gunicorn_conf``: run plain gunicorn with the project's config file (or this one);
+        ``public``: its ``url`` is its public_url (OAuth on); ``port``: a free one chosen already."""
+        self.port = port or free_port()
         self.root = f"http://127.0.0.1:{self.port}"
         self.url = self.root + "/mcp"
+        env = {**({"COLABHIVE_PUBLIC_URL": self.url} if public else {}), **(env or {})}
         environ = {k: v for k, v in os.environ.items() if not k.startswith("COLABHIVE_")}
         environ["XDG_CONFIG_HOME"] = os.devnull  # no user's config file
         environ.update({"COLABHIVE_LOG_FORMAT": "json", "COLABHIVE_SESSION_SECRET": SECRET,

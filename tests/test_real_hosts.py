@@ -7,12 +7,8 @@ that timed out, and follows any continuation a result names. Whether the server 
 host and the gateway sees exactly one invocation. A user's stop still reaches the gateway's cancel.
 """
 
-import json
-import shutil
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import anyio
 import pytest
@@ -23,32 +19,14 @@ from colabhive_mcp.sandbox import DEMO_KEY
 from .http_server import HttpServer
 from .test_stdio import server_env
 
-ROOT = Path(__file__).resolve().parent.parent
-TS_SDK = "1.32.2"
 CUTOFF_MS = 4000
 JOB_S = 10
 
 
-@pytest.fixture(scope="session")
-def ts_host():
-    """``ts_host(scenario)``: run tests/ts_host.mjs with the TypeScript SDK (installed once from the npm
-    registry into .cache/ts-sdk) and return its JSON lines."""
-    home = ROOT / ".cache" / "ts-sdk"
-    installed = home / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
-    if not installed.exists() or json.loads(installed.read_text())["version"] != TS_SDK:
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "package.json").write_text('{"private": true, "type": "module"}\n')
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent", f"@modelcontextprotocol/sdk@{TS_SDK}"],
-                       cwd=home, check=True, timeout=600, capture_output=True)
-    shutil.copy(ROOT / "tests" / "ts_host.mjs", home / "host.mjs")
-
-    def run(scenario, timeout=180):
-        done = subprocess.run(["node", str(home / "host.mjs"), json.dumps(scenario)], capture_output=True, text=True,
-                              timeout=timeout)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-
-    return run
+@pytest.fixture
+def ts_host(ts_sdk):
+    """``ts_host(scenario)``: run tests/ts_host.mjs with the TypeScript SDK and return its JSON lines."""
+    return lambda scenario, timeout=180: ts_sdk("ts_host.mjs", scenario, timeout)
 
 
 def stdio_scenario(sandbox, *flags):

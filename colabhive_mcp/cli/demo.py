@@ -15,8 +15,8 @@ import sys
 import threading
 from typing import Any, Callable
 
+from ..keys import KEYS_URL
 from ..revisions import LEGACY_VERSIONS
-
 
 
 class StdioPeer:
@@ -122,7 +122,6 @@ CALLS: tuple[tuple[str, dict[str, Any], bool], ...] = (
     ("flaky-translate", {"text": "bonjour", "target_language": "en"}, False),
 )
 # where ColabHive keys are made (the ColabHive Python SDK's documentation says so)
-KEYS_URL = "https://console.colabhive.com/builder/settings/api-keys"
 NEXT_STEPS = f"""
 Next steps:
   1. Get an API key (hive_...) in the ColabHive console: {KEYS_URL}

@@ -3,7 +3,8 @@
 ``create_app()`` is the gunicorn entry point. The edge refuses DNS rebinding (Host, Origin), adds
 CORS for configured origins, caps bodies, and turns anything unexpected into a JSON-RPC answer
 logged once. Behind it: ``/mcp`` (Streamable HTTP, both eras), ``/sse`` + ``/messages``
-(2024-11-05), and for operators ``/healthz``, ``/readyz``, ``/metrics`` and ``POST /refresh``.
+(2024-11-05), with ``public_url`` set the OAuth routes (metadata, ``/authorize``, ``/token``,
+``/register``), and for operators ``/healthz``, ``/readyz``, ``/metrics`` and ``POST /refresh``.
 The app keeps nothing between requests that another worker would need: a tenant comes from each
 request's key, a legacy session id is a signed token any worker verifies, and what the workers
 of an instance must agree on is in the instance store.
@@ -27,6 +28,7 @@ from .admission import Admission
 from .events import EventStore
 from .incoming import Request
 from .legacy_sse import LegacySse
+from .oauth_routes import OAuthRoutes
 from .operations import Operations
 from .relay import RELAY_DIR, CancelRelay
 from .sessions import SessionCodec
@@ -55,7 +57,10 @@ class McpApp:
         self.streamable = Streamable(self.core, config, self.tenancy, admission, streams, sessions, relay)
         self.legacy_sse = LegacySse(self.core, self.tenancy, admission, streams, sessions)
         self.operations = Operations(config, self.tenancy)
-        self.hosts = frozenset(h.lower() for h in config.allowed_hosts) | LOOPBACK_HOSTS | {bind_host(config.bind)}
+        self.oauth = OAuthRoutes(config, self.tenancy) if self.tenancy.grants is not None else None
+        public = {hostname(urlsplit(config.public_url).netloc)} if config.public_url else set()
+        self.hosts = (frozenset(h.lower() for h in config.allowed_hosts) | LOOPBACK_HOSTS | {bind_host(config.bind)}
+                      | public)
         self.origins = frozenset(o.rstrip("/") for o in config.allowed_origins)
 
     def drain(self) -> None:
@@ -84,6 +89,10 @@ class McpApp:
 
     def _route(self, request: Request) -> Answer:
         path, method = request.path.rstrip("/") or "/", request.method
+        if self.oauth is not None:
+            answer = self.oauth.route(request, path)
+            if answer is not None:
+                return answer
         if method == "OPTIONS":
             return self._preflight(request)
         if path == "/mcp":
@@ -110,6 +119,8 @@ class McpApp:
         if "*" not in self.hosts and host not in self.hosts:
             raise HttpError(421, jsonrpc.INVALID_REQUEST, f"Host {host!r} is not served here")
         origin = request.headers.get("Origin")
+        if self.oauth is not None and self.oauth.is_public(request.path.rstrip("/")):
+            return  # metadata, token and registration: no ambient credential, any origin may ask
         if origin and origin.rstrip("/") not in self.origins and hostname(urlsplit(origin).netloc) not in self.hosts:
             raise HttpError(403, jsonrpc.INVALID_REQUEST, "Origin not allowed")
 
@@ -135,6 +146,10 @@ def check_config(config: Config) -> None:
     if not config.single_tenant and not config.session_secret:
         raise ConfigError("hosted mode signs session ids, task ids and confirmations with session_secret: set "
                           "COLABHIVE_SESSION_SECRET, the same on every instance (e.g. `openssl rand -hex 32`)")
+    if config.oauth and not config.public_url:
+        raise ConfigError("oauth needs public_url: the address hosts reach /mcp at, e.g. https://mcp.example.com/mcp")
+    if config.oauth and config.single_tenant:
+        raise ConfigError("oauth lets each user bring their own key: it needs hosted mode, not --single-tenant")
     if config.single_tenant and not config.api_key:
         raise ConfigError("single-tenant mode needs an API key (COLABHIVE_API_KEY)")
     if config.single_tenant and bind_host(config.bind) not in LOOPBACK_HOSTS:

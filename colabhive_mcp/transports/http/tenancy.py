@@ -1,5 +1,9 @@
 """Whose request it is: the key it carries (the configured one, in single-tenant mode) and that
-key's tenant, held while the request is served, once the gateway has accepted the key."""
+key's tenant, held while the request is served, once the gateway has accepted the key.
+
+With OAuth on, a request may carry an access token instead: it is opened back into its key here,
+first, so that everything after (tenant, limits, sessions, logs) is the key's. A request with no
+credential then gets the challenge that starts a host's OAuth flow; one with a key never does."""
 
 from __future__ import annotations
 
@@ -10,6 +14,10 @@ from ...config import Config
 from ...keys import MAX_KEY_CHARS, MIN_KEY_CHARS, ApiKey, KeyRejected, well_formed
 from ...instance import Instance
 from ...limits import LimitReached
+from ...oauth import OAuthError
+from ...oauth.errors import refused
+from ...oauth.grants import ACCESS_PREFIX, Grants
+from ...oauth.metadata import Endpoints
 from ...pool import TenantPool
 from ...protocol import jsonrpc, key_rejected
 from ...store import MemoryStore, SqliteStore
@@ -30,12 +38,33 @@ class Tenancy:
         self.single = Tenant(config, self.single_key, self.instance) if config.single_tenant and config.api_key else None
         self.pool = None if config.single_tenant else TenantPool(
             config, factory=lambda c, key: Tenant(c, key, self.instance), store=store, limits=self.limits)
+        oauth = config.oauth_on and not config.single_tenant
+        self.endpoints = Endpoints.of(config.public_url) if oauth and config.public_url else None
+        self.grants = Grants(config.session_secret or "", config.public_url or "", store, config.oauth_access_token_ttl,
+                             config.oauth_refresh_token_ttl) if self.endpoints is not None else None
 
     def key(self, request: Request) -> ApiKey:
         """The request's key (made once, here), or the configured one in single-tenant mode; none is a 401."""
         if self.single is not None:
             return self.single_key
-        return ApiKey.of(credential(request.headers))
+        if self.endpoints is None:
+            return ApiKey.of(credential(request.headers))
+        if not (request.headers.get("Authorization") or request.headers.get("X-API-Key")):
+            raise HttpError(401, jsonrpc.INVALID_REQUEST, "Authentication required: connect with OAuth, or send "
+                            "your ColabHive API key as 'Authorization: Bearer <key>' or 'X-API-Key'",
+                            {"WWW-Authenticate": self.endpoints.challenge()})
+        secret = credential(request.headers)
+        return self._token_key(secret) if secret.startswith(ACCESS_PREFIX) else ApiKey.of(secret)
+
+    def _token_key(self, token: str) -> ApiKey:
+        """The key an access token carries; a 401 with the challenge when it is not usable here."""
+        assert self.grants is not None and self.endpoints is not None
+        try:
+            return ApiKey.of(self.grants.key_of(token))
+        except OAuthError as exc:
+            refused(exc)
+            raise HttpError(401, jsonrpc.INVALID_REQUEST, exc.description,
+                            {"WWW-Authenticate": self.endpoints.challenge("invalid_token")}) from None
 
     @contextlib.contextmanager
     def tenant(self, key: ApiKey, address: str) -> Iterator[Tenant]:

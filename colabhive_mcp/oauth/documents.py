@@ -1,0 +1,121 @@
+"""Client ID Metadata Documents fetched without becoming a proxy into private networks.
+
+The ``client_id`` of such a client is an https URL; the server fetches it to learn the client's
+name and redirect URIs. The URL's host is resolved once, every address it resolves to must be
+public (no loopback, private, link-local, shared or reserved range), and the connection goes to
+that checked address (so a second lookup cannot rebind it), with TLS verified for the host name.
+No redirects; at most :data:`MAX_BYTES` read within :data:`TIMEOUT_S`; a good document is kept
+:data:`CACHE_S` seconds. A test setting allows this machine's addresses, over plain http too.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import threading
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import urllib3
+from cachetools import TTLCache
+
+from .errors import OAuthError
+from .hosts import is_loopback_host
+
+MAX_BYTES = 16 * 1024
+TIMEOUT_S = 5.0
+CACHE_S = 300.0
+_cache: TTLCache = TTLCache(maxsize=256, ttl=CACHE_S)
+_lock = threading.Lock()
+
+
+def is_document_url(client_id: str) -> bool:
+    """Whether a ``client_id`` names a metadata document (an http(s) URL), rather than a registration."""
+    return client_id.startswith(("https://", "http://"))
+
+
+def fetch(url: str, *, loopback: bool = False) -> dict[str, Any]:
+    """The JSON object at ``url`` (cached briefly); raises :class:`OAuthError` ``invalid_client``
+    saying why it cannot be had. ``loopback``: this machine's addresses are allowed (tests)."""
+    with _lock:
+        found = _cache.get(url)
+    if found is not None:
+        return found
+    parts = _checked_url(url, loopback)
+    address = _public_address(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80), loopback)
+    document = _get(parts, address)
+    with _lock:
+        _cache[url] = document
+    return document
+
+
+def _refused(why: str) -> OAuthError:
+    return OAuthError("invalid_client", f"The client's metadata document {why}.")
+
+
+def _checked_url(url: str, loopback: bool) -> Any:
+    parts = urlsplit(url)
+    if parts.scheme != "https" and not (loopback and parts.scheme == "http" and is_loopback_host(parts.hostname)):
+        raise _refused("must be at an https URL")
+    if not parts.hostname or parts.username or parts.password or parts.fragment or parts.path in ("", "/"):
+        raise _refused("URL must name a host and a path, with no user or fragment")
+    return parts
+
+
+def _public_address(host: str, port: int, loopback: bool) -> str:
+    """The address to connect to: every one the host resolves to must be allowed."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        raise _refused(f"host {host!r} does not resolve") from None
+    addresses = [info[4][0] for info in infos]
+    for address in addresses:
+        ip = ipaddress.ip_address(address.partition("%")[0])
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        if not (ip.is_global or (loopback and ip.is_loopback)):
+            raise _refused(f"host {host!r} is at a private or reserved address")
+    return addresses[0]
+
+
+def _get(parts: Any, address: str) -> dict[str, Any]:
+    timeout = urllib3.Timeout(connect=TIMEOUT_S, read=TIMEOUT_S)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if parts.scheme == "https":
+        pool: Any = urllib3.HTTPSConnectionPool(address, port, timeout=timeout, retries=False,
+                                                cert_reqs="CERT_REQUIRED", server_hostname=parts.hostname,
+                                                assert_hostname=parts.hostname)
+    else:
+        pool = urllib3.HTTPConnectionPool(address, port, timeout=timeout, retries=False)
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        response = pool.urlopen("GET", path, headers={"Host": parts.netloc.rpartition("@")[2],
+                                                      "Accept": "application/json"},
+                                redirect=False, preload_content=False)
+        try:
+            if response.status != 200:
+                raise _refused(f"could not be fetched (HTTP {response.status})")
+            data = b""
+            while len(data) <= MAX_BYTES and time.monotonic() < deadline:
+                chunk = response.read(4096)
+                if not chunk:
+                    break
+                data += chunk
+            if len(data) > MAX_BYTES or time.monotonic() >= deadline:
+                raise _refused(f"is larger than {MAX_BYTES} bytes or too slow to arrive")
+        finally:
+            response.release_conn()
+    except urllib3.exceptions.HTTPError as exc:
+        raise _refused(f"could not be fetched ({type(exc).__name__})") from None
+    finally:
+        pool.close()
+    try:
+        document = json.loads(data)
+    except ValueError:
+        raise _refused("is not JSON") from None
+    if not isinstance(document, dict):
+        raise _refused("is not a JSON object")
+    return document

@@ -1,0 +1,142 @@
+"""Codes and tokens: each carries the ColabHive key sealed, with the client, the resource, the
+scope and the expiry. An authorization code is redeemed once, and a refresh token used once (it
+hands out a new one), across every worker of the instance: the instance store remembers each
+used one, keyed by its digest, until it would have expired anyway. Nothing else is stored.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+from ..keys import MAX_KEY_CHARS
+from .errors import OAuthError
+from .metadata import SCOPE
+from .sealing import Sealer
+
+CODE_TTL_S = 120.0
+USED = "oauth-used"  # store space: digest of a redeemed code or a used refresh token
+VERIFIER = re.compile(r"[A-Za-z0-9._~-]{43,128}\Z")  # RFC 7636 §4.1
+ACCESS_PREFIX = "hmcp_at_"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a code or a token grants: this key's tools, to this client, at this resource."""
+
+    key: str
+    client_id: str
+    resource: str
+    scope: str = SCOPE
+
+
+def digest(text: str) -> str:
+    """A short digest that binds a token to a client or a resource without carrying it."""
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()[:8]).decode().rstrip("=")
+
+
+def same_resource(given: str, ours: str) -> bool:
+    """RFC 8707 resource match: exact, but scheme and host in any case and a trailing slash allowed."""
+    a, b = urlsplit(given), urlsplit(ours)
+    return (a.scheme.lower(), (a.netloc or "").lower(), a.path.rstrip("/"), a.query) == \
+        (b.scheme.lower(), b.netloc.lower(), b.path.rstrip("/"), b.query) and not a.fragment
+
+
+def s256(verifier: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode("ascii")).digest()).decode().rstrip("=")
+
+
+class Grants:
+    def __init__(self, secret: str, resource: str, store: Any, access_ttl: float, refresh_ttl: float) -> None:
+        self.codes = Sealer(secret, "code", "hmcp_code_")
+        self.access = Sealer(secret, "access token", ACCESS_PREFIX)
+        self.refresh = Sealer(secret, "refresh token", "hmcp_rt_")
+        self.resource, self.store = resource, store
+        self.access_ttl, self.refresh_ttl = access_ttl, refresh_ttl
+
+    # -- the authorization code ------------------------------------------------------------------
+
+    def code(self, grant: Grant, redirect_uri: str, challenge: str) -> str:
+        return self.codes.seal({"k": grant.key, "c": grant.client_id, "r": grant.resource, "s": grant.scope,
+                                "u": redirect_uri, "p": challenge}, CODE_TTL_S)
+
+    def redeem(self, form: Mapping[str, str]) -> dict[str, Any]:
+        """``grant_type=authorization_code``: tokens for a genuine, unused code, presented by its
+        client with its redirect URI and the PKCE verifier of its challenge."""
+        code = self.codes.open(form.get("code"))
+        if code is None:
+            raise OAuthError("invalid_grant", "The authorization code is invalid or expired.")
+        if form.get("client_id") != code["c"]:
+            raise OAuthError("invalid_grant", "The authorization code was issued to another client.")
+        if form.get("redirect_uri") != code["u"]:
+            raise OAuthError("invalid_grant", "redirect_uri differs from the authorization request's.")
+        verifier = form.get("code_verifier") or ""
+        if not VERIFIER.match(verifier) or not secrets.compare_digest(s256(verifier), code["p"]):
+            raise OAuthError("invalid_grant", "The PKCE code_verifier does not match the code_challenge.")
+        self._check_resource(form.get("resource"), code["r"])
+        self._use_once(form["code"], self.codes.remaining(code), "The authorization code was already used.")
+        return self.tokens(Grant(code["k"], code["c"], code["r"], code["s"]))
+
+    # -- tokens ------------------------------------------------------------------------------------
+
+    def tokens(self, grant: Grant) -> dict[str, Any]:
+        """The token response (RFC 6749 §5.1): an access token and a fresh refresh token."""
+        bound = {"k": grant.key, "c": digest(grant.client_id), "r": digest(grant.resource)}
+        if grant.scope != SCOPE:  # (the only one today: a token stays short, nginx buckets it up to 255 characters)
+            bound["s"] = grant.scope
+        return {"access_token": self.access.seal(bound, self.access_ttl), "token_type": "Bearer",
+                "expires_in": int(self.access_ttl), "scope": grant.scope,
+                "refresh_token": self.refresh.seal({**bound, "i": secrets.token_hex(8)}, self.refresh_ttl)}
+
+    def refresh_grant(self, form: Mapping[str, str]) -> Grant:
+        """``grant_type=refresh_token``: the grant of a genuine refresh token of this client, not yet
+        spent (the caller checks its key with the gateway first, then :meth:`rotate`)."""
+        token = self.refresh.open(form.get("refresh_token"))
+        if token is None:
+            raise OAuthError("invalid_grant", "The refresh token is invalid or expired.")
+        client_id = form.get("client_id") or ""
+        if not secrets.compare_digest(digest(client_id), token["c"]):
+            raise OAuthError("invalid_grant", "The refresh token was issued to another client.")
+        if token["r"] != digest(self.resource):
+            raise OAuthError("invalid_target", "The refresh token is for another resource.")
+        self._check_resource(form.get("resource"), self.resource)
+        granted = str(token.get("s") or SCOPE)
+        if set((form.get("scope") or granted).split()) - set(granted.split()):
+            raise OAuthError("invalid_scope", "A refresh cannot widen the scope.")
+        return Grant(token["k"], client_id, self.resource, granted)
+
+    def rotate(self, refresh_token: str, grant: Grant) -> dict[str, Any]:
+        """Spend ``refresh_token`` (once, across the instance) for new tokens of ``grant``."""
+        self._use_once(refresh_token, self.refresh_ttl, "The refresh token was already used.")
+        return self.tokens(grant)
+
+    def fits(self, grant: Grant) -> bool:
+        """Whether an access token for ``grant`` has a key's shape (at most 255 characters, which
+        nginx's site buckets): a key of up to about 98 characters does."""
+        return len(self.tokens(grant)["access_token"]) <= MAX_KEY_CHARS
+
+    def key_of(self, access_token: str) -> str:
+        """The key an access token carries; raises ``invalid_token`` saying why it is not usable here."""
+        payload = self.access.read(access_token)
+        if payload is None:
+            raise OAuthError("invalid_token", "The access token is not one this server issued.", 401)
+        if self.access.expired(payload):
+            raise OAuthError("invalid_token", "The access token has expired.", 401)
+        if payload.get("r") != digest(self.resource):
+            raise OAuthError("invalid_token", "The access token was issued for another resource.", 401)
+        return payload["k"]
+
+    def _check_resource(self, given: str | None, bound: str) -> None:
+        if given and not same_resource(given, bound):
+            raise OAuthError("invalid_target", "The resource differs from the one the grant is for.")
+
+    def _use_once(self, value: str, ttl: float, refusal: str) -> None:
+        """Mark ``value`` used across the instance; raises ``invalid_grant`` when it already was."""
+        if not self.store.add(USED, hashlib.sha256(value.encode()).hexdigest(), True, ttl + 1):
+            raise OAuthError("invalid_grant", refusal)
+

@@ -1,0 +1,213 @@
+"""The OAuth routes, when ``public_url`` is set: the protected resource's and the authorization
+server's metadata, ``/authorize`` (the consent page), ``/token`` and ``/register``.
+
+This adapts :mod:`colabhive_mcp.oauth` to the HTTP edge: forms and JSON in, pages, redirects and
+JSON out, and what only the edge knows: the client's address (consent attempts are rate-limited
+per address), the gateway's word on a key (checked before any code is issued, and again on each
+refresh), logs and metrics. The metadata, token and registration endpoints answer any origin
+(they take no ambient credential); the consent page only its own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+from urllib.parse import parse_qsl
+
+from werkzeug.wrappers import Response
+
+from ... import metrics
+from ...config import Config
+from ...keys import ApiKey, well_formed
+from ...logs import log
+from ...oauth import OAuthError
+from ...oauth.errors import refused
+from ...oauth.clients import Clients
+from ...oauth.consent import Consent, Redirected, error_page, page, security_headers
+from ...oauth.grants import Grant
+from ...oauth.metadata import (AUTHORIZATION_SERVER_METADATA_PATH, AUTHORIZE_PATH, REGISTER_PATH,
+                               RESOURCE_METADATA_PATH, TOKEN_PATH)
+from .incoming import Request
+from .tenancy import Tenancy
+from .wire import JSON, Answer, HttpError, body, client_address, not_allowed
+
+CONSENTS = "oauth-consent"  # store space: consent forms submitted per client address in the last minute
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+ANY_ORIGIN = {"Access-Control-Allow-Origin": "*"}
+FORM = "application/x-www-form-urlencoded"
+
+
+class OAuthRoutes:
+    def __init__(self, config: Config, tenancy: Tenancy) -> None:
+        assert tenancy.grants is not None and tenancy.endpoints is not None and config.session_secret
+        self.config, self.tenancy, self.store = config, tenancy, tenancy.instance.store
+        self.endpoints, self.grants = tenancy.endpoints, tenancy.grants
+        secret = config.session_secret
+        self.clients = Clients(secret, config.oauth_redirect_schemes, loopback_documents=config.oauth_loopback_clients)
+        self.consent = Consent(secret, self.clients, self.endpoints)
+        resource_path = RESOURCE_METADATA_PATH + "/mcp"
+        self.public: dict[str, dict[str, Callable[[Request], Answer]]] = {
+            RESOURCE_METADATA_PATH: {"GET": self.resource_metadata},
+            resource_path: {"GET": self.resource_metadata},
+            AUTHORIZATION_SERVER_METADATA_PATH: {"GET": self.server_metadata},
+            TOKEN_PATH: {"POST": self.token},
+            REGISTER_PATH: {"POST": self.register},
+        }
+
+    def route(self, request: Request, path: str) -> Answer | None:
+        """The answer to an OAuth route, ``None`` for any other path."""
+        if path == AUTHORIZE_PATH:
+            handler = {"GET": self.authorize, "POST": self.decide}.get(request.method)
+            return handler(request) if handler is not None else not_allowed("GET, POST")
+        handlers = self.public.get(path)
+        if handlers is None:
+            return None
+        if request.method == "OPTIONS":
+            return Response(status=204, headers={**ANY_ORIGIN, "Access-Control-Allow-Methods": ", ".join(handlers),
+                                                 "Access-Control-Allow-Headers": "Content-Type, MCP-Protocol-Version",
+                                                 "Access-Control-Max-Age": "600"})
+        handler = handlers.get(request.method)
+        answer = handler(request) if handler is not None else not_allowed(", ".join(handlers))
+        answer.headers.update(ANY_ORIGIN)
+        return answer
+
+    def is_public(self, path: str) -> bool:
+        """Whether a path answers any browser origin (no ambient credential is involved)."""
+        return path in self.public
+
+    # -- metadata ----------------------------------------------------------------------------------
+
+    def resource_metadata(self, request: Request) -> Answer:
+        return _json(self.endpoints.protected_resource(), 200, {"Cache-Control": "public, max-age=3600"})
+
+    def server_metadata(self, request: Request) -> Answer:
+        return _json(self.endpoints.authorization_server(), 200, {"Cache-Control": "public, max-age=3600"})
+
+    # -- the consent page -----------------------------------------------------------------------------
+
+    def authorize(self, request: Request) -> Answer:
+        """``GET /authorize``: the consent page, or the reason there is none."""
+        try:
+            wanted = self.consent.request(request.args)
+        except OAuthError as exc:
+            refused(exc)
+            return _page(error_page(exc.description), 400, None)
+        except Redirected as exc:
+            refused(exc.error)
+            return self._back(exc.redirect_uri, exc.state, error=exc.error.error,
+                              error_description=exc.error.description)
+        return _page(page(wanted, self.consent.form_token(wanted)), 200, wanted.redirect_uri)
+
+    def decide(self, request: Request) -> Answer:
+        """``POST /authorize``: the user's answer; a code only for a key the gateway accepts."""
+        address = client_address(request)
+        limit = self.config.oauth_consents_per_minute
+        if limit and self.store.take(CONSENTS, address, limit, 60.0) is None:
+            refused(OAuthError("rate_limited", "too many consent forms from one address"))
+            answer = _page(error_page(f"More than {limit} attempts from your address in a minute: wait a minute, "
+                                      "then try again."), 429, None)
+            answer.headers["Retry-After"] = str(max(1, round(self.store.next_free(CONSENTS, address))))
+            return answer
+        form = _form(request)
+        try:
+            wanted = self.consent.submitted(form.get("request"))
+        except OAuthError as exc:
+            refused(exc)
+            return _page(error_page(exc.description), 400, None)
+        if form.get("action") == "deny":
+            refused(OAuthError("access_denied", "the user denied access"))
+            return self._back(wanted.redirect_uri, wanted.state, error="access_denied",
+                              error_description="The user did not allow access.")
+        key = (form.get("key") or "").strip()
+        grant = Grant(key, wanted.client.client_id, wanted.resource)
+        problem, status = self._key_problem(grant, address)
+        if problem:
+            refused(OAuthError("key_rejected" if status == 401 else "invalid_request", problem))
+            return _page(page(wanted, self.consent.form_token(wanted), problem), status, wanted.redirect_uri)
+        code = self.grants.code(grant, wanted.redirect_uri, wanted.challenge)
+        metrics.OAUTH.labels("code_issued", "").inc()
+        log.bind(client=wanted.client.name, tenant=ApiKey.of(key).log_id).info("oauth.code.issued")
+        return self._back(wanted.redirect_uri, wanted.state, code=code)
+
+    def _key_problem(self, grant: Grant, address: str) -> tuple[str | None, int]:
+        """Why the key typed cannot be granted (one sentence and a status), else ``(None, 200)``."""
+        if not well_formed(grant.key):
+            return "That is not a ColabHive API key: paste the whole key, which starts with hive_.", 400
+        if not self.grants.fits(grant):
+            return ("This key is too long to travel inside a token; connect with the key as a header instead "
+                    "(see the documentation)."), 400
+        try:
+            self.tenancy.check(ApiKey.of(grant.key), address)
+        except HttpError as exc:
+            if exc.status == 401:
+                return "ColabHive did not accept this key. Check it (or make a new one) and try again.", 401
+            return exc.message, exc.status
+        return None, 200
+
+    def _back(self, redirect_uri: str, state: str | None, **params: str) -> Answer:
+        return Response(status=303, headers={"Location": self.consent.redirect(redirect_uri, state, **params),
+                                             **security_headers(None)})
+
+    # -- token and registration ------------------------------------------------------------------
+
+    def token(self, request: Request) -> Answer:
+        """``POST /token``: an authorization code or a refresh token for new tokens."""
+        form = _form(request)
+        try:
+            if request.mimetype != FORM:
+                raise OAuthError("invalid_request", f"The token request must be {FORM}.")
+            grant_type = form.get("grant_type")
+            if grant_type == "authorization_code":
+                tokens = self.grants.redeem(form)
+            elif grant_type == "refresh_token":
+                tokens = self._refresh(form, client_address(request))
+            else:
+                raise OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token.")
+        except OAuthError as exc:
+            refused(exc)
+            return _json(exc.body(), exc.status, NO_STORE)
+        metrics.OAUTH.labels("token_issued", "").inc()
+        log.bind(grant_type=grant_type).info("oauth.token.issued")
+        return _json(tokens, 200, NO_STORE)
+
+    def _refresh(self, form: dict[str, str], address: str) -> dict[str, Any]:
+        grant = self.grants.refresh_grant(form)
+        try:
+            self.tenancy.check(ApiKey.of(grant.key), address)
+        except HttpError as exc:
+            if exc.status == 401:
+                raise OAuthError("invalid_grant", "ColabHive no longer accepts the key of this grant: connect "
+                                 "again.") from None
+            raise OAuthError("temporarily_unavailable", exc.message, 503) from None
+        return self.grants.rotate(form["refresh_token"], grant)
+
+    def register(self, request: Request) -> Answer:
+        """``POST /register`` (RFC 7591): the client's registration, sealed into its ``client_id``."""
+        try:
+            try:
+                metadata = json.loads(body(request))
+            except ValueError:
+                raise OAuthError("invalid_client_metadata", "The registration must be a JSON object.") from None
+            registered = self.clients.register(metadata)
+        except OAuthError as exc:
+            refused(exc)
+            return _json(exc.body(), exc.status, NO_STORE)
+        log.bind(client=registered["client_name"]).info("oauth.client.registered")
+        return _json(registered, 201, NO_STORE)
+
+
+def _form(request: Request) -> dict[str, str]:
+    """A form body's fields (the first of each name)."""
+    fields: dict[str, str] = {}
+    for name, value in parse_qsl(body(request).decode("utf-8", "replace"), keep_blank_values=True):
+        fields.setdefault(name, value)
+    return fields
+
+
+def _json(document: Any, status: int, headers: dict[str, str]) -> Response:
+    return Response(json.dumps(document), status, headers=headers, mimetype=JSON)
+
+
+def _page(text: str, status: int, redirect_uri: str | None) -> Response:
+    return Response(text, status, headers=security_headers(redirect_uri), mimetype="text/html")
+

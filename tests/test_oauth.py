@@ -1,0 +1,228 @@
+"""OAuth in one process: sealing, the settings, the edge's answers with and without public_url, the
+consent page's headers and rate limit, registration and client metadata documents' checks. The
+same through real gunicorn, the SDKs and a browser: test_oauth_http.py, test_oauth_sdks.py,
+test_oauth_browser.py."""
+
+import json
+
+import pytest
+from werkzeug.test import Client
+
+from colabhive_mcp.config import Config, ConfigError, load
+from colabhive_mcp.oauth import OAuthError, documents
+from colabhive_mcp.oauth.clients import Clients, matches
+from colabhive_mcp.oauth.sealing import Sealer
+from colabhive_mcp.sandbox import DEMO_KEY
+from colabhive_mcp.transports.http.app import McpApp
+
+from .oauth_flow import Flow, Pages, form_token, pkce, query
+
+SECRET = "s" * 64
+PUBLIC = "http://127.0.0.1:8765/mcp"
+
+
+class AppSession:
+    """``requests``-like calls into the app in this process, for :class:`Flow`."""
+
+    def __init__(self, app):
+        self.client = Client(app)
+
+    def request(self, method, url, allow_redirects=False, timeout=None, verify=None, params=None, **options):
+        return Answered(self.client.open(url.removeprefix("http://127.0.0.1:8765"), method=method,
+                                         query_string=params, **options))
+
+
+class Answered:
+    """A test response as ``requests`` shows one."""
+
+    def __init__(self, response):
+        self.status_code, self.headers, self.text = response.status_code, response.headers, response.get_data(True)
+
+    def json(self):
+        return json.loads(self.text)
+
+
+@pytest.fixture
+def app(sandbox):
+    return McpApp(Config(api_url=sandbox.url, session_secret=SECRET, public_url=PUBLIC, oauth_consents_per_minute=3))
+
+
+@pytest.fixture
+def flow(app):
+    return Flow("http://127.0.0.1:8765", PUBLIC, session=AppSession(app))
+
+
+def mcp(app, **headers):
+    return Client(app).post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+                            headers={"Accept": "application/json, text/event-stream", **headers})
+
+
+# -- sealing -------------------------------------------------------------------------------------
+
+def test_a_sealed_value_opens_only_unaltered_for_its_purpose_with_its_secret_until_it_expires():
+    now = [1000.0]
+    sealer = Sealer(SECRET, "access token", "t_", clock=lambda: now[0])
+    value = sealer.seal({"k": "hive_x"}, ttl=60)
+    assert sealer.open(value)["k"] == "hive_x" and "hive_x" not in value
+    assert Sealer(SECRET, "refresh token", "t_").open(value) is None
+    assert Sealer("t" * 64, "access token", "t_").open(value) is None
+    for i in (3, len(value) // 2, len(value) - 1):
+        assert sealer.open(value[:i] + ("A" if value[i] != "A" else "B") + value[i + 1:]) is None
+    assert sealer.open(value + "==") is None and sealer.open(None) is None
+    now[0] += 60
+    assert sealer.open(value) is None and sealer.read(value)["k"] == "hive_x"
+
+
+# -- settings and the edge -------------------------------------------------------------------------
+
+def test_public_url_turns_oauth_on_and_is_checked():
+    assert load({"public_url": "https://mcp.example.com/mcp"}, {}).config.oauth_on
+    assert not load({"public_url": "https://mcp.example.com/mcp", "oauth": "false"}, {}).config.oauth_on
+    assert not load({}, {}).config.oauth_on
+    for wrong in ("https://mcp.example.com/", "http://mcp.example.com/mcp", "ftp://x/mcp"):
+        with pytest.raises(ConfigError):
+            load({"public_url": wrong}, {})
+    with pytest.raises(ConfigError, match="oauth needs public_url"):
+        McpApp(Config(session_secret=SECRET, oauth=True))
+
+
+def test_without_public_url_a_credential_less_request_gets_the_same_answer_as_before(sandbox):
+    plain = McpApp(Config(api_url=sandbox.url, session_secret=SECRET))
+    answer = mcp(plain)
+    assert answer.status_code == 401 and answer.headers["WWW-Authenticate"] == "Bearer"
+    assert Client(plain).get("/.well-known/oauth-protected-resource").status_code == 404
+    assert Client(plain).get("/authorize").status_code == 404
+
+
+def test_with_public_url_only_a_request_without_credentials_is_challenged(app):
+    challenged = mcp(app)
+    assert challenged.headers["WWW-Authenticate"] == ('Bearer resource_metadata="http://127.0.0.1:8765/.well-known/'
+                                                      'oauth-protected-resource/mcp", scope="mcp"')
+    assert mcp(app, Authorization=f"Bearer {DEMO_KEY}").status_code == 200
+    assert mcp(app, **{"X-API-Key": DEMO_KEY}).status_code == 200
+    malformed = mcp(app, Authorization="Basic abc")
+    assert malformed.status_code == 401 and malformed.headers["WWW-Authenticate"] == 'Bearer error="invalid_token"'
+
+
+def test_the_metadata_and_token_endpoints_answer_any_origin(app):
+    client = Client(app)
+    answer = client.get("/.well-known/oauth-authorization-server", headers={"Origin": "https://claude.ai"})
+    assert answer.status_code == 200 and answer.headers["Access-Control-Allow-Origin"] == "*"
+    preflight = client.options("/token", headers={"Origin": "https://claude.ai"})
+    assert preflight.status_code == 204 and "POST" in preflight.headers["Access-Control-Allow-Methods"]
+    assert client.post("/authorize", headers={"Origin": "https://evil.example"}).status_code == 403
+
+
+# -- the consent page ------------------------------------------------------------------------------
+
+def test_the_consent_page_forbids_framing_caching_and_foreign_resources(flow):
+    flow.register(client_name="<b>Evil</b> App")
+    page = flow.authorize(pkce()[1])
+    assert page.status_code == 200 and "&lt;b&gt;Evil&lt;/b&gt; App" in page.text and "<b>Evil" not in page.text
+    policy = page.headers["Content-Security-Policy"]
+    assert "frame-ancestors 'none'" in policy and "default-src 'none'" in policy
+    assert "form-action 'self' http://127.0.0.1:45678" in policy
+    assert page.headers["Cache-Control"] == "no-store" and page.headers["X-Frame-Options"] == "DENY"
+    assert "<script" not in page.text
+
+
+def test_consent_forms_are_limited_per_address(flow):
+    flow.register()
+    page = flow.authorize(pkce()[1])
+    answers = [flow.consent(page.text, "hive_guess_number_%d" % i).status_code for i in range(4)]
+    assert answers == [401, 401, 401, 429]
+
+
+def test_an_altered_or_expired_form_token_gives_no_code(flow):
+    flow.register()
+    page = flow.authorize(pkce()[1])
+    token = form_token(page.text)
+    altered = flow.send("POST", "/authorize", data={"request": token[:-3] + "abc", "key": DEMO_KEY})
+    assert altered.status_code == 400 and "Location" not in altered.headers and "expired" in altered.text
+
+
+def test_faults_after_the_client_is_known_go_back_to_it_with_state_and_iss(flow):
+    flow.register()
+    for overrides, error in (({"response_type": "token"}, "unsupported_response_type"),
+                             ({"code_challenge_method": "plain"}, "invalid_request"),
+                             ({"code_challenge": None}, "invalid_request")):
+        answer = flow.authorize(pkce()[1], **overrides)
+        back = query(answer.headers["Location"])
+        assert answer.status_code == 303 and back["error"] == error and back["state"] == "st4te"
+        assert back["iss"] == "http://127.0.0.1:8765"
+
+
+def test_a_code_is_for_its_own_client_only(flow, app):
+    flow.register()
+    verifier, challenge = pkce()
+    code = flow.code(DEMO_KEY, challenge)
+    other = Flow(flow.root, PUBLIC, session=AppSession(app))
+    other.register()
+    stolen = other.exchange(code, verifier)
+    assert stolen.status_code == 400 and stolen.json()["error"] == "invalid_grant"
+    assert flow.exchange(code, verifier).status_code == 200  # (the refusal did not spend it)
+
+
+def test_the_token_endpoint_names_what_it_refuses(flow):
+    assert flow.send("POST", "/token", data={"grant_type": "password"}).json()["error"] == "unsupported_grant_type"
+    assert flow.send("POST", "/token", json={"grant_type": "refresh_token"}).json()["error"] == "invalid_request"
+    unknown = flow.send("POST", "/authorize", data={})
+    assert unknown.status_code == 400
+
+
+# -- clients --------------------------------------------------------------------------------------
+
+def test_registration_takes_public_clients_with_safe_redirects():
+    clients = Clients(SECRET, ("https", "http"))
+    registered = clients.register({"redirect_uris": ["https://claude.ai/api/mcp/auth_callback"],
+                                   "client_name": "Claude", "token_endpoint_auth_method": "client_secret_post"})
+    assert registered["token_endpoint_auth_method"] == "none" and "client_secret" not in registered
+    found = clients.find(registered["client_id"])
+    assert found.name == "Claude" and found.redirect_uris == ("https://claude.ai/api/mcp/auth_callback",)
+    for metadata, error in (({"redirect_uris": ["http://example.com/cb"]}, "invalid_redirect_uri"),
+                            ({"redirect_uris": ["cursor://anysphere/cb"]}, "invalid_redirect_uri"),
+                            ({"redirect_uris": ["https://a.example/cb#x"]}, "invalid_redirect_uri"),
+                            ({"redirect_uris": []}, "invalid_redirect_uri"),
+                            ({"redirect_uris": ["https://a.example/cb"], "grant_types": ["implicit"]},
+                             "invalid_client_metadata")):
+        with pytest.raises(OAuthError) as refused:
+            clients.register(metadata)
+        assert refused.value.error == error
+    assert Clients(SECRET, ("https", "http", "cursor")).register({"redirect_uris": ["cursor://anysphere/cb"]})
+    with pytest.raises(OAuthError, match="not issued here"):
+        Clients("t" * 64, ("https",)).find(registered["client_id"])
+
+
+def test_redirects_match_exactly_except_a_loopback_port():
+    assert matches("http://127.0.0.1/cb", "http://127.0.0.1:61000/cb")
+    assert matches("http://localhost:3000/cb", "http://localhost:4000/cb")
+    assert not matches("http://127.0.0.1/cb", "http://127.0.0.1:61000/cb/x")
+    assert not matches("https://app.example/cb", "https://app.example:8443/cb")
+    assert not matches("https://app.example/cb", "https://app.example/cb?next=evil")
+
+
+@pytest.fixture
+def document_server():
+    pages = Pages()
+    yield pages.put
+    pages.close()
+
+
+def test_client_metadata_documents_are_checked(document_server):
+    clients = Clients(SECRET, ("https", "http"), loopback_documents=True)
+    url = document_server("/ok.json", b"")
+    document_server("/ok.json", json.dumps({"client_id": url, "client_name": "Doc",
+                                            "redirect_uris": ["http://127.0.0.1/cb"]}).encode())
+    assert clients.find(url).name == "Doc"
+    for path, body, why in (("/big.json", b" " * (documents.MAX_BYTES + 1), "larger than"),
+                            ("/list.json", b"[]", "not a JSON object"),
+                            ("/text.json", b"hello", "not JSON"),
+                            ("/other.json", json.dumps({"client_id": "https://x.example/c.json",
+                                                        "redirect_uris": ["https://x.example/cb"]}).encode(),
+                             "names another client_id")):
+        with pytest.raises(OAuthError, match=why) as refused:
+            clients.find(document_server(path, body))
+        assert refused.value.error == "invalid_client"
+    with pytest.raises(OAuthError, match="private or reserved"):  # loopback, without the test setting
+        Clients(SECRET, ("https",)).find(url.replace("http://", "https://").replace("/ok.json", "/fresh.json"))
