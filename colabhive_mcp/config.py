@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from . import upgrade
 from .keys import ApiKey
+from .loopback import is_loopback
 from .parsers import (API_PREFIX, address, bind, boolean, choice, number, public_address, seconds_by_name, secret, text,
                       url, words)
 
@@ -366,7 +367,7 @@ def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | No
 
 def _remote_http(address: str) -> bool:
     parts = urlsplit(address)
-    return parts.scheme == "http" and (parts.hostname or "") not in ("localhost", "127.0.0.1", "::1")
+    return parts.scheme == "http" and not is_loopback(parts.hostname)
 
 
 def _environment(f: dataclasses.Field, environ: Mapping[str, str], problems: list[str]) -> tuple[str, str] | None:

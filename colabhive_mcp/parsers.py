@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
+from .loopback import is_loopback
+
 API_PREFIX = "/api/builder/v1"
 
 
@@ -104,7 +106,7 @@ def public_address(value: Any) -> str:
     parts = urlsplit(given)
     if parts.path != "/mcp":
         raise ValueError("must end in /mcp (the server's endpoint), e.g. https://mcp.colabhive.com/mcp")
-    if parts.scheme != "https" and parts.hostname not in ("localhost", "127.0.0.1", "::1"):
+    if parts.scheme != "https" and not is_loopback(parts.hostname):
         raise ValueError("must be https (plain http only on this machine, for tests)")
     return given
 

@@ -7,7 +7,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Request as WerkzeugRequest
 
-from colabhive_mcp.transports.http.incoming import Request
+from colabhive_mcp.transports.http.incoming import HttpRequest
 from colabhive_mcp.transports.http.wire import body, client_address
 
 CASES = [
@@ -23,7 +23,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES)
 def test_what_the_transport_reads_agrees_with_werkzeug(case):
-    ours, theirs = Request(EnvironBuilder(**case).get_environ()), WerkzeugRequest(EnvironBuilder(**case).get_environ())
+    ours, theirs = HttpRequest(EnvironBuilder(**case).get_environ()), WerkzeugRequest(EnvironBuilder(**case).get_environ())
     assert (ours.method, ours.path, ours.host, ours.remote_addr) == (theirs.method, theirs.path, theirs.host,
                                                                      theirs.remote_addr)
     assert (ours.mimetype, ours.content_length) == (theirs.mimetype, theirs.content_length)
@@ -38,12 +38,12 @@ def test_what_the_transport_reads_agrees_with_werkzeug(case):
 def test_a_body_longer_than_allowed_is_refused_whether_declared_or_chunked():
     declared = EnvironBuilder(method="POST", data=b"x" * 100)
     with pytest.raises(RequestEntityTooLarge):
-        body(Request(declared.get_environ(), max_content_length=10))
-    assert body(Request(declared.get_environ(), max_content_length=100)) == b"x" * 100
+        body(HttpRequest(declared.get_environ(), max_content_length=10))
+    assert body(HttpRequest(declared.get_environ(), max_content_length=100)) == b"x" * 100
     chunked = EnvironBuilder(method="POST", headers={"Transfer-Encoding": "chunked"}).get_environ()
     chunked["wsgi.input"], chunked["wsgi.input_terminated"] = io.BytesIO(b"y" * 100), True
     with pytest.raises(RequestEntityTooLarge):  # Werkzeug stops reading at the limit; the edge says 413
-        body(Request(chunked, max_content_length=10))
+        body(HttpRequest(chunked, max_content_length=10))
 
 
 @pytest.mark.parametrize("peer, headers, client", [
@@ -58,4 +58,4 @@ def test_a_body_longer_than_allowed_is_refused_whether_declared_or_chunked():
 ])
 def test_a_client_is_counted_by_its_address_or_its_ipv6_64(peer, headers, client):
     environ = EnvironBuilder(headers=headers, environ_base={"REMOTE_ADDR": peer}).get_environ()
-    assert client_address(Request(environ)) == client
+    assert client_address(HttpRequest(environ)) == client

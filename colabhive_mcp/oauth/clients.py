@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from . import documents
 from .errors import OAuthError
-from .hosts import is_loopback_host
+from ..loopback import is_loopback
 from .sealing import Sealer
 
 MAX_REDIRECT_URIS = 10
@@ -45,7 +45,7 @@ def matches(registered: str, given: str) -> bool:
     if registered == given:
         return True
     a, b = urlsplit(registered), urlsplit(given)
-    return (a.scheme == b.scheme == "http" and is_loopback_host(a.hostname) and a.hostname == b.hostname
+    return (a.scheme == b.scheme == "http" and is_loopback(a.hostname) and a.hostname == b.hostname
             and (a.path, a.query) == (b.path, b.query) and not b.fragment and not b.username)
 
 
@@ -58,7 +58,7 @@ def check_redirect_uri(uri: Any, schemes: tuple[str, ...]) -> str:
     if parts.scheme not in schemes or parts.fragment or (parts.scheme in ("http", "https") and not parts.hostname):
         raise OAuthError("invalid_redirect_uri", f"Redirect URI {uri[:200]!r} must be absolute, without a fragment, "
                          f"with one of the schemes {', '.join(schemes)}.")
-    if parts.scheme == "http" and not is_loopback_host(parts.hostname):
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
         raise OAuthError("invalid_redirect_uri", f"Redirect URI {uri[:200]!r}: plain http only to this machine "
                          "(localhost, 127.0.0.1 or [::1]); use https.")
     return uri

@@ -22,7 +22,7 @@ import urllib3
 from cachetools import TTLCache
 
 from .errors import OAuthError
-from .hosts import is_loopback_host
+from ..loopback import is_loopback
 
 MAX_BYTES = 16 * 1024
 TIMEOUT_S = 5.0
@@ -57,7 +57,7 @@ def _refused(why: str) -> OAuthError:
 
 def _checked_url(url: str, loopback: bool) -> Any:
     parts = urlsplit(url)
-    if parts.scheme != "https" and not (loopback and parts.scheme == "http" and is_loopback_host(parts.hostname)):
+    if parts.scheme != "https" and not (loopback and parts.scheme == "http" and is_loopback(parts.hostname)):
         raise _refused("must be at an https URL")
     if not parts.hostname or parts.username or parts.password or parts.fragment or parts.path in ("", "/"):
         raise _refused("URL must name a host and a path, with no user or fragment")

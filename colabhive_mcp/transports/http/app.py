@@ -22,11 +22,12 @@ from werkzeug.wrappers import Response
 from ... import metrics, tracing
 from ...config import Config, ConfigError, load
 from ...logs import configure, log
+from ...loopback import LOOPBACK_NAMES, is_loopback
 from ...protocol import Server, jsonrpc
 from ...store import open_store
 from .admission import Admission
 from .events import EventStore
-from .incoming import Request
+from .incoming import HttpRequest
 from .legacy_sse import LegacySse
 from .oauth_routes import OAuthRoutes
 from .operations import Operations
@@ -35,7 +36,7 @@ from .sessions import SessionCodec
 from .sse import Streams
 from .streamable import Streamable
 from .tenancy import Tenancy
-from .wire import (LOOPBACK_HOSTS, Answer, HttpError, bind_host, failed, hostname, json_response, local_and_direct,
+from .wire import (Answer, HttpError, bind_host, failed, hostname, json_response, local_and_direct,
                    not_allowed, request_id_of)
 
 
@@ -59,7 +60,7 @@ class McpApp:
         self.operations = Operations(config, self.tenancy)
         self.oauth = OAuthRoutes(config, self.tenancy) if self.tenancy.grants is not None else None
         public = {hostname(urlsplit(config.public_url).netloc)} if config.public_url else set()
-        self.hosts = (frozenset(h.lower() for h in config.allowed_hosts) | LOOPBACK_HOSTS | {bind_host(config.bind)}
+        self.hosts = (frozenset(h.lower() for h in config.allowed_hosts) | LOOPBACK_NAMES | {bind_host(config.bind)}
                       | public)
         self.origins = frozenset(o.rstrip("/") for o in config.allowed_origins)
 
@@ -69,7 +70,7 @@ class McpApp:
         self.core.drain()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        request = Request(environ, self.config.max_message_bytes)
+        request = HttpRequest(environ, self.config.max_message_bytes)
         try:
             self._check_host_and_origin(request)
             if self.config.single_tenant and not local_and_direct(request):
@@ -81,13 +82,13 @@ class McpApp:
             response = exc.response(request_id_of(request))
         except RequestEntityTooLarge:
             response = HttpError(413, jsonrpc.INVALID_REQUEST,
-                                 f"Request body larger than {self.config.max_message_bytes} bytes").response()
+                                 f"HttpRequest body larger than {self.config.max_message_bytes} bytes").response()
         except Exception:  # the edge: whatever went wrong, a JSON answer and one scrubbed log record
             response = json_response(failed(None, http_method=request.method, path=request.path[:100]), 500)
         self._add_cors(request, response)
         return response(environ, start_response)
 
-    def _route(self, request: Request) -> Answer:
+    def _route(self, request: HttpRequest) -> Answer:
         path, method = request.path.rstrip("/") or "/", request.method
         if self.oauth is not None:
             answer = self.oauth.route(request, path)
@@ -113,7 +114,7 @@ class McpApp:
             return self.operations.refresh(request) if method == "POST" else not_allowed("POST")
         return Response(b"not found\n", 404, mimetype="text/plain")
 
-    def _check_host_and_origin(self, request: Request) -> None:
+    def _check_host_and_origin(self, request: HttpRequest) -> None:
         """Refuse DNS rebinding: an unknown Host (421) or a foreign Origin (403)."""
         host = hostname(request.host)
         if "*" not in self.hosts and host not in self.hosts:
@@ -124,7 +125,7 @@ class McpApp:
         if origin and origin.rstrip("/") not in self.origins and hostname(urlsplit(origin).netloc) not in self.hosts:
             raise HttpError(403, jsonrpc.INVALID_REQUEST, "Origin not allowed")
 
-    def _preflight(self, request: Request) -> Answer:
+    def _preflight(self, request: HttpRequest) -> Answer:
         if request.headers.get("Origin", "").rstrip("/") not in self.origins:
             return Response(status=403)
         return Response(status=204, headers={
@@ -133,7 +134,7 @@ class McpApp:
                                             "MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID",
             "Access-Control-Max-Age": "600"})
 
-    def _add_cors(self, request: Request, response: Answer) -> None:
+    def _add_cors(self, request: HttpRequest, response: Answer) -> None:
         origin = request.headers.get("Origin", "").rstrip("/")
         if origin and origin in self.origins:
             response.headers["Access-Control-Allow-Origin"] = origin
@@ -152,7 +153,7 @@ def check_config(config: Config) -> None:
         raise ConfigError("oauth lets each user bring their own key: it needs hosted mode, not --single-tenant")
     if config.single_tenant and not config.api_key:
         raise ConfigError("single-tenant mode needs an API key (COLABHIVE_API_KEY)")
-    if config.single_tenant and bind_host(config.bind) not in LOOPBACK_HOSTS:
+    if config.single_tenant and not is_loopback(bind_host(config.bind)):
         raise ConfigError(f"single-tenant mode serves one key to every caller: bind it to loopback, not {config.bind}")
     if config.http_long_requests is not None and config.http_long_requests >= config.http_threads > 1:
         raise ConfigError(f"http_long_requests ({config.http_long_requests}) must be below http_threads "

@@ -52,7 +52,7 @@ class Headers(Mapping[str, str]):
         return sum(1 for _ in self)
 
 
-class Request:
+class HttpRequest:
     def __init__(self, environ: dict[str, Any], max_content_length: int | None = None) -> None:
         """``max_content_length``: the most :meth:`get_data` reads (past it: 413)."""
         self.environ = environ

@@ -23,7 +23,7 @@ from ...logs import log
 from ...protocol import Server, Session, jsonrpc
 from ...protocol.jsonrpc import JsonRpcError
 from .admission import Admission
-from .incoming import Request
+from .incoming import HttpRequest
 from .sessions import SessionCodec
 from .sse import Streams, stream
 from .tenancy import Tenancy
@@ -53,7 +53,7 @@ class LegacySse:
         self._open: dict[str, _Stream] = {}
         self._lock = threading.Lock()
 
-    def open(self, request: Request) -> Answer:
+    def open(self, request: HttpRequest) -> Answer:
         """The session's stream: an ``endpoint`` event, then every answer of the session."""
         key = self.tenancy.key(request)
         address = client_address(request)
@@ -79,7 +79,7 @@ class LegacySse:
 
         return stream(generate, lease)
 
-    def message(self, request: Request) -> Answer:
+    def message(self, request: HttpRequest) -> Answer:
         """One message of a session: accepted at once, served on one of the session's threads, answered
         on the stream; 429 when the session already has :data:`MESSAGE_BACKLOG` waiting."""
         key, address = self.tenancy.key(request), client_address(request)

@@ -27,7 +27,7 @@ from ...oauth.consent import Consent, Redirected, error_page, page, security_hea
 from ...oauth.grants import Grant
 from ...oauth.metadata import (AUTHORIZATION_SERVER_METADATA_PATH, AUTHORIZE_PATH, REGISTER_PATH,
                                RESOURCE_METADATA_PATH, TOKEN_PATH)
-from .incoming import Request
+from .incoming import HttpRequest
 from .tenancy import Tenancy
 from .wire import JSON, Answer, HttpError, body, client_address, not_allowed
 
@@ -46,7 +46,7 @@ class OAuthRoutes:
         self.clients = Clients(secret, config.oauth_redirect_schemes, loopback_documents=config.oauth_loopback_clients)
         self.consent = Consent(secret, self.clients, self.endpoints)
         resource_path = RESOURCE_METADATA_PATH + "/mcp"
-        self.public: dict[str, dict[str, Callable[[Request], Answer]]] = {
+        self.public: dict[str, dict[str, Callable[[HttpRequest], Answer]]] = {
             RESOURCE_METADATA_PATH: {"GET": self.resource_metadata},
             resource_path: {"GET": self.resource_metadata},
             AUTHORIZATION_SERVER_METADATA_PATH: {"GET": self.server_metadata},
@@ -54,7 +54,7 @@ class OAuthRoutes:
             REGISTER_PATH: {"POST": self.register},
         }
 
-    def route(self, request: Request, path: str) -> Answer | None:
+    def route(self, request: HttpRequest, path: str) -> Answer | None:
         """The answer to an OAuth route, ``None`` for any other path."""
         if path == AUTHORIZE_PATH:
             handler = {"GET": self.authorize, "POST": self.decide}.get(request.method)
@@ -77,15 +77,15 @@ class OAuthRoutes:
 
     # -- metadata ----------------------------------------------------------------------------------
 
-    def resource_metadata(self, request: Request) -> Answer:
+    def resource_metadata(self, request: HttpRequest) -> Answer:
         return _json(self.endpoints.protected_resource(), 200, {"Cache-Control": "public, max-age=3600"})
 
-    def server_metadata(self, request: Request) -> Answer:
+    def server_metadata(self, request: HttpRequest) -> Answer:
         return _json(self.endpoints.authorization_server(), 200, {"Cache-Control": "public, max-age=3600"})
 
     # -- the consent page -----------------------------------------------------------------------------
 
-    def authorize(self, request: Request) -> Answer:
+    def authorize(self, request: HttpRequest) -> Answer:
         """``GET /authorize``: the consent page, or the reason there is none."""
         try:
             wanted = self.consent.request(request.args)
@@ -98,7 +98,7 @@ class OAuthRoutes:
                               error_description=exc.error.description)
         return _page(page(wanted, self.consent.form_token(wanted)), 200, wanted.redirect_uri)
 
-    def decide(self, request: Request) -> Answer:
+    def decide(self, request: HttpRequest) -> Answer:
         """``POST /authorize``: the user's answer; a code only for a key the gateway accepts."""
         address = client_address(request)
         limit = self.config.oauth_consents_per_minute
@@ -150,7 +150,7 @@ class OAuthRoutes:
 
     # -- token and registration ------------------------------------------------------------------
 
-    def token(self, request: Request) -> Answer:
+    def token(self, request: HttpRequest) -> Answer:
         """``POST /token``: an authorization code or a refresh token for new tokens."""
         form = _form(request)
         try:
@@ -181,7 +181,7 @@ class OAuthRoutes:
             raise OAuthError("temporarily_unavailable", exc.message, 503) from None
         return self.grants.rotate(form["refresh_token"], grant)
 
-    def register(self, request: Request) -> Answer:
+    def register(self, request: HttpRequest) -> Answer:
         """``POST /register`` (RFC 7591): the client's registration, sealed into its ``client_id``."""
         try:
             try:
@@ -196,7 +196,7 @@ class OAuthRoutes:
         return _json(registered, 201, NO_STORE)
 
 
-def _form(request: Request) -> dict[str, str]:
+def _form(request: HttpRequest) -> dict[str, str]:
     """A form body's fields (the first of each name)."""
     fields: dict[str, str] = {}
     for name, value in parse_qsl(body(request).decode("utf-8", "replace"), keep_blank_values=True):

@@ -14,9 +14,10 @@ from ...gateway import reachable
 from ...keys import KeyRejected
 from ...protocol import jsonrpc
 from ...tenant import Unreachable
-from .incoming import Request
+from .incoming import HttpRequest
 from .tenancy import Tenancy, unauthorized
-from .wire import JSON, Answer, HttpError, bind_host, client_address, is_loopback, json_response
+from ...loopback import is_loopback
+from .wire import JSON, Answer, HttpError, bind_host, client_address, json_response
 
 READINESS_TTL_S = 5.0
 READINESS_TIMEOUT_S = 2.0
@@ -41,7 +42,7 @@ class Operations:
         ready = self._readiness[1]
         return json_response({"status": "ready" if ready else "unavailable"}, 200 if ready else 503)
 
-    def metrics(self, request: Request) -> Answer:
+    def metrics(self, request: HttpRequest) -> Answer:
         """The metrics, with the metrics token when one is set; on an address others can reach, only then.
         Without a token, tenants' tools are labelled by a digest of their slugs (see :mod:`colabhive_mcp.metrics`)."""
         token = self.config.metrics_token
@@ -53,7 +54,7 @@ class Operations:
         body, content_type = metrics.render()
         return Response(body, content_type=content_type)
 
-    def refresh(self, request: Request) -> Answer:
+    def refresh(self, request: HttpRequest) -> Answer:
         """Revalidate the calling key's manifest now (in this worker), e.g. after publishing an action."""
         with self.tenancy.tenant(self.tenancy.key(request), client_address(request)) as tenant:
             try:

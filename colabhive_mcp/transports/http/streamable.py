@@ -33,7 +33,7 @@ from ...revisions import revision
 from ...tenant import Tenant
 from .admission import Admission, holds_long
 from .hangups import HangupWatch
-from .incoming import Request
+from .incoming import HttpRequest
 from .relay import CancelRelay
 from .sessions import SessionCodec
 from .sse import DISCONNECT_CHECK_S, Streams, stream
@@ -70,7 +70,7 @@ class Streamable:
 
     # -- POST -----------------------------------------------------------------------------------
 
-    def post(self, request: Request) -> Answer:
+    def post(self, request: HttpRequest) -> Answer:
         wanted = accepts(request)
         if not wanted:
             raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {JSON} or {SSE}")
@@ -103,7 +103,7 @@ class Streamable:
                 answer = failed(message)
                 return Response(status=202) if answer is None else json_response(answer, 200)
 
-    def _modern(self, request: Request, message: dict[str, Any], caller: Caller, wanted: set[str]) -> Answer:
+    def _modern(self, request: HttpRequest, message: dict[str, Any], caller: Caller, wanted: set[str]) -> Answer:
         """2026-07-28: stateless, with the routing headers checked against the body."""
         mismatch = header_mismatch(request, message)
         error = JsonRpcError(jsonrpc.HEADER_MISMATCH, mismatch) if mismatch else envelope_error(jsonrpc.meta_of(message))
@@ -117,7 +117,7 @@ class Streamable:
         return self._answer(message, caller, session, request, MODERN_STATUS_BY_CODE,
                             stream=_wants_stream(message, wanted), takes_json=JSON in wanted)
 
-    def _legacy(self, request: Request, message: Any, caller: Caller, wanted: set[str]) -> Answer:
+    def _legacy(self, request: HttpRequest, message: Any, caller: Caller, wanted: set[str]) -> Answer:
         if jsonrpc.method_of(message) == "initialize" and "id" in message:
             session = self.sessions.new_session()
             response = self._answer(message, caller, session, request, STATUS_BY_CODE, stream=JSON not in wanted)
@@ -148,7 +148,7 @@ class Streamable:
             self.store.put(SESSIONS, session.id, {"log_level": session.log_level}, self.config.session_max_age)
         return response
 
-    def _answer(self, message: dict[str, Any], caller: Caller, session: Session, http_request: Request,
+    def _answer(self, message: dict[str, Any], caller: Caller, session: Session, http_request: HttpRequest,
                 statuses: dict[int, int], *, stream: bool, resumable: bool = False, takes_json: bool = False) -> Answer:
         """Serve one request as a JSON body, or as an SSE stream when it will send notifications (a
         stream refused at once is a JSON body too, for a client that ``takes_json``)."""
@@ -178,14 +178,14 @@ class Streamable:
 
     # -- sessions, GET, DELETE ------------------------------------------------------------------
 
-    def _session_of(self, request: Request, key: ApiKey) -> Session | None:
+    def _session_of(self, request: HttpRequest, key: ApiKey) -> Session | None:
         """The request's legacy session, when it names a live one of this key; else ``None``."""
         try:
             return self.restore(request, key) if "Mcp-Session-Id" in request.headers else None
         except HttpError:
             return None
 
-    def restore(self, request: Request, key: ApiKey) -> Session:
+    def restore(self, request: HttpRequest, key: ApiKey) -> Session:
         token = request.headers.get("Mcp-Session-Id")
         if not token:
             raise HttpError(400, jsonrpc.INVALID_REQUEST, "Missing Mcp-Session-Id: send initialize first")
@@ -196,7 +196,7 @@ class Streamable:
         session.log_level = known.get("log_level")
         return session
 
-    def get(self, request: Request) -> Answer:
+    def get(self, request: HttpRequest) -> Answer:
         """The legacy GET stream: a resumption (``Last-Event-ID``) or the notification stream."""
         if "Mcp-Session-Id" not in request.headers or self.streams.events is None:
             return not_allowed("POST" if self.streams.events is None else "POST, DELETE")
@@ -238,7 +238,7 @@ class Streamable:
         threading.Thread(target=watch, name="mcp-get-stream", daemon=True).start()
         return stream(generate)
 
-    def delete(self, request: Request) -> Answer:
+    def delete(self, request: HttpRequest) -> Answer:
         if "Mcp-Session-Id" not in request.headers:
             return not_allowed("POST")
         session = self.restore(request, self.tenancy.key(request))

@@ -22,7 +22,7 @@ from ...pool import TenantPool
 from ...protocol import jsonrpc, key_rejected
 from ...store import MemoryStore, SqliteStore
 from ...tenant import Tenant
-from .incoming import Headers, Request
+from .incoming import Headers, HttpRequest
 from .wire import INVALID_TOKEN, HttpError, busy
 
 KEY_SHAPE = f"{MIN_KEY_CHARS} to {MAX_KEY_CHARS} characters of A-Z a-z 0-9 . _ ~ + / - ="
@@ -43,7 +43,7 @@ class Tenancy:
         self.grants = Grants(config.session_secret or "", config.public_url or "", store, config.oauth_access_token_ttl,
                              config.oauth_refresh_token_ttl) if self.endpoints is not None else None
 
-    def key(self, request: Request) -> ApiKey:
+    def key(self, request: HttpRequest) -> ApiKey:
         """The request's key (made once, here), or the configured one in single-tenant mode; none is a 401."""
         if self.single is not None:
             return self.single_key

@@ -23,15 +23,15 @@ from ... import metrics
 from ...cancellation import reason_of
 from ...limits import LimitReached
 from ...logs import log
+from ...loopback import is_loopback
 from ...protocol import jsonrpc
 from ...protocol.eras import META_VERSION
 from ...protocol.jsonrpc import JsonRpcError
 from ...protocol.request import Narrowing
-from .incoming import Request
+from .incoming import HttpRequest
 
 JSON = "application/json"
 SSE = "text/event-stream"
-LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 INVALID_TOKEN = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
 # 2026: the body field each method's Mcp-Name header mirrors
@@ -68,7 +68,7 @@ def busy(status: int, exc: LimitReached) -> HttpError:
 
 # -- reading a request ---------------------------------------------------------------------------
 
-def accepts(request: Request) -> set[str]:
+def accepts(request: HttpRequest) -> set[str]:
     """Which of JSON and SSE the client takes (a missing Accept, or */*, takes both)."""
     header = request.headers.get("Accept", "")
     if not header.strip():
@@ -79,7 +79,7 @@ def accepts(request: Request) -> set[str]:
     return offered & {JSON, SSE} | ({SSE} if "text/*" in offered else set())
 
 
-def body(request: Request) -> bytes:
+def body(request: HttpRequest) -> bytes:
     """The whole body, or 413: for a body of unknown length (chunked), Werkzeug's ``get_data()``
     silently stops at ``max_content_length`` and returns what it read so far. A body that cannot
     be read (a malformed chunked encoding, a client gone mid-body) is a 400."""
@@ -96,7 +96,7 @@ def body(request: Request) -> bytes:
     return data
 
 
-def request_id_of(request: Request) -> Any:
+def request_id_of(request: HttpRequest) -> Any:
     """The JSON-RPC id of the request's body, when it can be read (an answer decided at the edge
     carries it); ``None`` for a body that is absent, too large, unreadable or not one request."""
     if request.method != "POST":
@@ -107,7 +107,7 @@ def request_id_of(request: Request) -> Any:
         return None
 
 
-def narrowing(request: Request) -> Narrowing | None:
+def narrowing(request: HttpRequest) -> Narrowing | None:
     """A per-request narrowing of the tool set (``X-ColabHive-Tools: glob,glob``,
     ``X-ColabHive-Read-Only: true``, or the ``tools``/``read_only`` query parameters)."""
     tools = request.headers.get("X-ColabHive-Tools") or request.args.get("tools") or ""
@@ -125,7 +125,7 @@ def cancelled_request(message: Any) -> tuple[Any, str] | None:
     return None
 
 
-def header_mismatch(request: Request, message: dict[str, Any]) -> str | None:
+def header_mismatch(request: HttpRequest, message: dict[str, Any]) -> str | None:
     """Why the 2026 routing headers disagree with the body, or ``None``."""
     params, method = jsonrpc.params_of(message), jsonrpc.method_of(message)
     if request.headers.get("MCP-Protocol-Version") != jsonrpc.meta_of(message).get(META_VERSION):
@@ -160,18 +160,7 @@ def bind_host(bind: str) -> str:
     return bind.rpartition(":")[0].lower()
 
 
-def is_loopback(address: str | None) -> bool:
-    """Whether an address (``127.0.0.1``, ``::1``, ``::ffff:127.0.0.1``, ``localhost``) is this machine's."""
-    if address in LOOPBACK_HOSTS:
-        return True
-    try:
-        ip = ipaddress.ip_address((address or "").strip("[]"))
-    except ValueError:
-        return False
-    return ip.is_loopback or (isinstance(ip, ipaddress.IPv6Address) and bool(ip.ipv4_mapped and ip.ipv4_mapped.is_loopback))
-
-
-def local_and_direct(request: Request) -> bool:
+def local_and_direct(request: HttpRequest) -> bool:
     """Whether the request came from this machine, to a socket of this machine, not through a proxy."""
     sock = socket_of(request.environ)
     local = sock.getsockname()[0] if sock is not None else None
@@ -179,7 +168,7 @@ def local_and_direct(request: Request) -> bool:
     return not proxied and is_loopback(request.remote_addr) and (local is None or is_loopback(local))
 
 
-def client_address(request: Request) -> str:
+def client_address(request: HttpRequest) -> str:
     """Who sent the request, as budgets count clients: the peer, or the client a proxy on this machine
     names (the last ``X-Forwarded-For`` entry, which the proxy itself appended, else ``X-Real-IP``).
     An IPv6 client is its /64 (one host's share of addresses), an IPv4-mapped one its IPv4 address."""
