@@ -142,6 +142,8 @@ def _json_writer(stream: TextIO) -> Writer:
 def _loguru_writer(stream: TextIO | None) -> Writer:
     """Records through loguru, imported with the first: readable lines on ``stream``, or to loguru's
     own default handler (before :func:`configure`)."""
+    logger: Any = None
+
     def write(level: str, event: str, fields: dict[str, Any]) -> None:
         nonlocal logger
         if logger is None:
@@ -153,14 +155,13 @@ def _loguru_writer(stream: TextIO | None) -> Writer:
             logger = loaded
         logger.bind(**_redact_value(fields)).log(level, redact(event))
 
-    logger: Any = None
     return write
 
 
 _writer: Writer = _loguru_writer(None)  # until configured
 
 
-def _text_format(record: dict[str, Any]) -> str:
+def _text_format(record: Any) -> str:
     fields = " ".join(f"{k}={{extra[{k}]}}" for k in record["extra"])
     return "<green>{time:HH:mm:ss.SSS}</green> <level>{level: <7}</level> {message} " + fields + "\n"
 

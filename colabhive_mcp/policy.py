@@ -48,9 +48,9 @@ class Policy:
         effects = side_effects(entry)
         if (self.read_only or self.deny_side_effects or "*" not in self.side_effects) and effects is None:
             return "the gateway does not say what side effects it has"
-        denied = [e for e in effects or () if e in self.deny_side_effects or "*" in self.deny_side_effects]
-        if denied:
-            return f"its side effects ({', '.join(denied)}) are denied"
+        denied_effects = [e for e in effects or () if e in self.deny_side_effects or "*" in self.deny_side_effects]
+        if denied_effects:
+            return f"its side effects ({', '.join(denied_effects)}) are denied"
         if self.read_only and effects:
             return f"it has side effects ({', '.join(effects)}) and the server is read-only"
         if "*" not in self.side_effects:

@@ -126,32 +126,40 @@ class TenantPool:
                 slot.users += 1
                 return slot
         rejected = self.refusal(key)
+        if rejected is not None:
+            self._evict(digest)
+            raise rejected
         with self._lock:
             slot = self._slots.get(digest)
-            if rejected is not None:
-                idle = slot is not None and slot.users == 0
-                if slot is not None:
-                    self._drop(digest, slot)
-            elif slot is not None:
+            if slot is not None:
                 slot.checked = time.monotonic()
                 slot.users += 1
                 return slot
-            else:
-                check = self._key_checks.get(digest)
-                first = check is None
-                if first:
-                    check = self._key_checks[digest] = _KeyCheck()
-        if rejected is not None:
-            if idle:
-                slot.tenant.close()
-            raise rejected
-        if not first:
-            check.done.wait()
-            if check.failure is not None:
-                raise check.failure
+            waiting = self._key_checks.get(digest)
+            if waiting is None:
+                check = self._key_checks[digest] = _KeyCheck()
+        if waiting is not None:
+            waiting.done.wait()
+            if waiting.failure is not None:
+                raise waiting.failure
             return self._take(digest, key, address)  # admitted (or evicted since): look again
+        return self._check(digest, key, address, check)
+
+    def _evict(self, digest: str) -> None:
+        """A rejected key's slot goes (its tenant closed now, when no request uses it)."""
+        with self._lock:
+            slot = self._slots.get(digest)
+            if slot is None:
+                return
+            idle = slot.users == 0
+            self._drop(digest, slot)
+        if idle:
+            slot.tenant.close()
+
+    def _check(self, digest: str, key: ApiKey, address: str, check: _KeyCheck) -> _Slot:
+        """Ask the gateway about a new key (``check`` tells the requests waiting for the verdict)."""
         try:
-            check.slot = self._admit(key, address)
+            check.slot = slot = self._admit(key, address)
         except KeyRejected as exc:
             check.failure = exc
             self._remember(digest, exc)
@@ -168,7 +176,7 @@ class TenantPool:
                     log.bind(tenant=check.slot.tenant.key_id, pool_size=len(self._slots)).info("pool.tenant_added")
                     metrics.TENANTS.set(len(self._slots))
             check.done.set()
-        return check.slot
+        return slot
 
     def _remember(self, digest: str, rejected: KeyRejected) -> None:
         self.store.delete(ACCEPTED, digest)

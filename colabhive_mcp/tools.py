@@ -7,6 +7,7 @@ protocol revision is a dictionary lookup afterwards.
 from __future__ import annotations
 
 import hashlib
+import functools
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -95,7 +96,7 @@ def build_definition(entry: dict[str, Any], name: str, strict: bool = False) -> 
     output = entry.get("outputSchema")
     if isinstance(output, dict) and output.get("type") == "object":
         definition["outputSchema"] = output
-    definition["annotations"] = annotations(entry)
+    definition["annotations"] = tool_annotations(entry)
     if entry.get("latencyClass") in LONG_RUNNING:
         definition["execution"] = {"taskSupport": "optional"}
     meta = {META_PREFIX + key: entry[key] for key in ("kind", "latencyClass", "stability", "costHint", "sideEffects")
@@ -121,7 +122,7 @@ def describe(entry: dict[str, Any]) -> str:
     return text.strip() + ("\n\n" + " ".join(notes) if notes else "")
 
 
-def annotations(entry: dict[str, Any]) -> dict[str, Any]:
+def tool_annotations(entry: dict[str, Any]) -> dict[str, Any]:
     """The gateway's own annotations, else hints derived from ``sideEffects`` (conservative when unknown)."""
     given = entry.get("annotations")
     if isinstance(given, dict) and given:
@@ -196,7 +197,12 @@ class Catalog:
             fields = revision(version).tool_fields
             strict = self.profile.strict_schemas
             listing = EncodedList([interning.built((self._digests[t.name], t.name, strict, version),
-                                                lambda t=t: {k: t.definition[k] for k in fields if k in t.definition})
+                                                   functools.partial(_spelled, t.definition, fields))
                                    for t in self.shown])
             self._listings[version] = listing  # a racing thread builds the same list: harmless
         return listing
+
+
+def _spelled(definition: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """A tool definition with only the ``fields`` a revision knows."""
+    return {k: definition[k] for k in fields if k in definition}

@@ -43,7 +43,7 @@ def carried(source: Mapping[str, Any]) -> dict[str, str]:
         return {}
     found = {"traceparent": parent}
     state = source.get("tracestate")
-    if _valid_state(state):
+    if isinstance(state, str) and _valid_state(state):
         found["tracestate"] = state
     return found
 

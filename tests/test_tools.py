@@ -6,7 +6,7 @@ from colabhive_mcp.manifest import Manifest
 from colabhive_mcp.policy import Policy
 from colabhive_mcp.profiles import Profile
 from colabhive_mcp.revisions import REVISIONS
-from colabhive_mcp.tools import Catalog, annotations, build_definition, tool_name
+from colabhive_mcp.tools import Catalog, build_definition, tool_annotations, tool_name
 
 SAFE = r"^[A-Za-z0-9_.\-]+$"
 
@@ -61,7 +61,7 @@ def test_input_schema_always_has_an_object_root():
     ({"sideEffects": ["writes"], "annotations": {"readOnlyHint": True}}, {"readOnlyHint": True}),  # gateway wins
 ])
 def test_annotations_are_derived_from_side_effects_unless_given(fields, expected):
-    derived = annotations(entry("t", **fields))
+    derived = tool_annotations(entry("t", **fields))
     assert {k: derived[k] for k in expected} == expected
 
 

@@ -92,6 +92,13 @@ def check(config: Config, out: Any = sys.stdout) -> int:
     return OK if shown else NO_TOOLS
 
 
+def _ask(server: Server, request: dict[str, Any], **context: Any) -> dict[str, Any]:
+    """The server's answer to one of the command's requests (nothing cancels them: there always is one)."""
+    answer = server.handle(request, **context)
+    assert answer is not None
+    return answer
+
+
 def _session(server: Server, tenant: Tenant, client: str) -> Session:
     session = Session(id="cli", transport="cli")
     server.handle({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -112,7 +119,7 @@ def tools(config: Config, client: str, as_json: bool, out: Any = sys.stdout) -> 
         tenant = _open(config)
         try:
             shown, _ = _actions(_load(tenant, config, client))
-            answer = server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, tenant=tenant,
+            answer = _ask(server, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, tenant=tenant,
                                    session=_session(server, tenant, client))
         finally:
             tenant.close()
@@ -156,7 +163,7 @@ def call(config: Config, name: str, arguments: dict[str, Any], client: str, out_
                                                      "UNKNOWN: `colabhive-mcp tools` lists the tools"), NO_TOOLS)
             session, tool, tool_arguments = _session(server, tenant, client), name, arguments
             while True:
-                answer = server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                answer = _ask(server, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
                     "name": tool, "arguments": tool_arguments, "_meta": {"progressToken": "cli"}}},
                     tenant=tenant, session=session, notify=progress)
                 following = ((answer.get("result") or {}).get("_meta") or {}).get(results.CONTINUATION)

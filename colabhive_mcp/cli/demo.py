@@ -30,7 +30,7 @@ class StdioPeer:
         self.unparsable: list[bytes] = []  # anything on stdout that is not JSON (must stay empty)
         self.on_notification: Callable[[dict[str, Any]], None] | None = None
         self._responses: dict[Any, dict[str, Any]] = {}
-        self._anonymous: list[dict[str, Any]] = []
+        self._anonymous: list[Any] = []  # answers without a usable id, batches
         self._ids = itertools.count(1)
         self._ready = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)

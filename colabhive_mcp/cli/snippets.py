@@ -149,7 +149,7 @@ def installed() -> "metadata.Distribution | None":
         origin = json.loads(dist.read_text("direct_url.json") or "{}")
         if origin.get("dir_info", {}).get("editable") and _local_path(origin["url"]) == here.parents[2]:
             return dist
-        if any(Path(dist.locate_file(file)).resolve() == here for file in dist.files or ()):
+        if any(Path(str(dist.locate_file(file))).resolve() == here for file in dist.files or ()):
             return dist
     return None
 
@@ -159,7 +159,7 @@ def own_command(installation: "metadata.Distribution | None") -> list[str]:
     this interpreter with ``-m``. Never one found on PATH: that may be another installation."""
     if installation is not None:
         for file in installation.files or ():
-            script = Path(os.path.normpath(installation.locate_file(file)))  # ../ folded, links kept
+            script = Path(os.path.normpath(str(installation.locate_file(file))))  # ../ folded, links kept
             if file.name in ("colabhive-mcp", "colabhive-mcp.exe") and script.is_file():
                 return [str(script)]
     return [sys.executable, "-m", "colabhive_mcp"]

@@ -70,7 +70,7 @@ def _public_address(host: str, port: int, loopback: bool) -> str:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
         raise _refused(f"host {host!r} does not resolve") from None
-    addresses = [info[4][0] for info in infos]
+    addresses = [str(info[4][0]) for info in infos]
     for address in addresses:
         ip = ipaddress.ip_address(address.partition("%")[0])
         if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:

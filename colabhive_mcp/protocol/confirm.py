@@ -28,7 +28,7 @@ STATE_MAX_AGE_S = 300.0
 ASK_TIMEOUT_S = 300.0
 
 
-FORM_CAPABILITY = {"elicitation": {"form": {}}}
+FORM_CAPABILITY: dict[str, Any] = {"elicitation": {"form": {}}}
 
 
 def can_confirm(capabilities: dict[str, Any]) -> bool:

@@ -44,7 +44,7 @@ class InFlight:
         with self._lock:
             self._running[key] = cancelled
             early = (key[0], id_digest(key[1])) if self._early else None
-            if early in self._early:
+            if early is not None and early in self._early:
                 cancelled.cancel(self._early.pop(early))
 
     def untrack(self, key: tuple[str, Any]) -> None:
@@ -113,7 +113,7 @@ class InFlight:
     def answered(self, session_id: str, message: dict[str, Any]) -> None:
         """The client's answer to a request of ours."""
         with self._lock:
-            waiter = self._asked.get((session_id, message.get("id")))
+            waiter = self._asked.get((session_id, str(message.get("id"))))
         if waiter is not None:
             waiter.response = message
             waiter.answered.set()

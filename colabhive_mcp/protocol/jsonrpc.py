@@ -97,7 +97,7 @@ def encode(message: Any) -> bytes:
     """
     result = message.get("result") if isinstance(message, dict) else None
     tools = result.get("tools") if isinstance(result, dict) else None
-    if isinstance(tools, EncodedList):
+    if isinstance(tools, EncodedList) and isinstance(result, dict):
         head, _, tail = to_json({**message, "result": {**result, "tools": _SPLICE}}).partition(_SPLICED)
         return b"".join((head, tools.raw, tail))  # one copy of the (large) list, no re-encoding
     return to_json(message)
@@ -177,7 +177,12 @@ def internal_error(message: Any) -> dict[str, Any] | None:
     its id when usable), nothing for a notification or a response."""
     if isinstance(message, dict) and ("id" not in message or "method" not in message):
         return None
-    return error(request_id(message), JsonRpcError(INTERNAL_ERROR, "Internal error"))
+    return internal(request_id(message))
+
+
+def internal(id_: Any) -> dict[str, Any]:
+    """``-32603`` for the request ``id_``, whose handling failed unexpectedly."""
+    return error(id_, JsonRpcError(INTERNAL_ERROR, "Internal error"))
 
 
 def _short(exc: Exception, limit: int = 200) -> str:

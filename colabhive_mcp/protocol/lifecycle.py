@@ -35,8 +35,9 @@ def initialize(params: dict[str, Any], session: Session, config: Config, list_ch
         raise JsonRpcError(INVALID_PARAMS, "initialize needs params.protocolVersion (a string)")
     version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
     session.version = version
-    session.client_info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
-    session.capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
+    client_info, declared = params.get("clientInfo"), params.get("capabilities")
+    session.client_info = client_info if isinstance(client_info, dict) else {}
+    session.capabilities = declared if isinstance(declared, dict) else {}
     log.bind(session=session.id, transport=session.transport, protocol_version=version, requested_version=requested,
              client=session.client_info.get("name"), client_version=session.client_info.get("version"),
              profile=profiles.for_client(session.client_info, config).name, era="legacy").info("mcp.session.started")

@@ -120,7 +120,7 @@ class Server:
         except Exception:
             metrics.ERRORS.labels("internal").inc()
             log.bind(method=message["method"]).exception("mcp.internal_error")
-            return jsonrpc.internal_error(message)
+            return jsonrpc.internal(message["id"])
 
     def handle_batch(self, messages: list[Any], session: Session, **context: Any) -> list[dict[str, Any]] | dict[str, Any] | None:
         """A JSON-RPC batch: only a 2025-03-26 session may send one."""

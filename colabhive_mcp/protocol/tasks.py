@@ -107,7 +107,7 @@ def update(context: Context, request: Request) -> dict[str, Any]:
 
 def task_fields(ref: TaskRef, invocation: dict[str, Any], status: str | None = None) -> dict[str, Any]:
     """The ``Task`` object (2025-11-25 field names) for where the invocation stands."""
-    fields = {"taskId": ref.task_id, "status": status or STATUS.get(invocation.get("status"), "working"),
+    fields = {"taskId": ref.task_id, "status": status or STATUS.get(str(invocation.get("status")), "working"),
               "createdAt": ref.created, "lastUpdatedAt": _updated(ref.created, invocation.get("updated_at")),
               "ttl": TTL_MS, "pollInterval": POLL_INTERVAL_MS}
     if fields["status"] == "working":

@@ -58,7 +58,7 @@ def _add_action(state: SandboxState, request: Request) -> Response:
 
 def _add_key(state: SandboxState, request: Request) -> Response:
     """Body: ``{"key": "hive_..."}``; the key is accepted until the next reset."""
-    state.add_key(_object(request).get("key"))
+    state.add_key(str(_object(request).get("key")))
     return Response(status=204)
 
 

@@ -57,8 +57,8 @@ class OAuthRoutes:
     def route(self, request: HttpRequest, path: str) -> Answer | None:
         """The answer to an OAuth route, ``None`` for any other path."""
         if path == AUTHORIZE_PATH:
-            handler = {"GET": self.authorize, "POST": self.decide}.get(request.method)
-            return handler(request) if handler is not None else not_allowed("GET, POST")
+            page = {"GET": self.authorize, "POST": self.decide}.get(request.method)
+            return page(request) if page is not None else not_allowed("GET, POST")
         handlers = self.public.get(path)
         if handlers is None:
             return None

@@ -50,8 +50,10 @@ class Streams:
         once, say) gets ``plain(answer)`` instead: a JSON answer, whose status can still say what
         the error is (a 2026 ``-32021`` is a 400 once a stream has not begun with a 200)."""
         cancelled = Cancellation()
-        resumable = resumable_for is not None and self.events is not None
-        stream_log = self.events.open(resumable_for.id) if resumable else StreamLog("", "")
+        events = self.events
+        resumable = resumable_for is not None and events is not None
+        stream_log = events.open(resumable_for.id) if resumable_for is not None and events is not None \
+            else StreamLog("", "")
 
         def work() -> None:
             answer = None

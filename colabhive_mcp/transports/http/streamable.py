@@ -138,7 +138,8 @@ class Streamable:
             if self.relay is not None and cancelled is not None:
                 self.relay.publish(session.id, *cancelled)  # the call may run in another worker
             return Response(status=202) if answer is None else json_response(answer, status_of(answer, STATUS_BY_CODE))
-        resumable = self.streams.events is not None and revision(session.version).resumable
+        resumable = self.streams.events is not None and session.version is not None and revision(
+            session.version).resumable
         stream = _wants_stream(message, wanted, session.log_level) or (
             SSE in wanted and message.get("method") == "tools/call" and (
                 resumable or may_ask(self.config.confirm_side_effects, session.capabilities)))
