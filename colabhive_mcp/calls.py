@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from . import results, metrics
@@ -29,7 +30,8 @@ from .gateway import Gateway, GatewayError
 from .invocation import Backoff, Outcome, cancel_upstream, follow, run
 from .keys import KeyRejected
 from .logs import log
-from .profiles import Profile
+from .policy import Policy
+from .profiles import UNKNOWN, Profile
 from .tools import Catalog, Tool
 
 RUNNING_SLACK_S = 60.0  # a polling call's note outlives its longest wait by this much
@@ -48,17 +50,31 @@ class Owner(Protocol):
     def max_wait(self, entry: dict[str, Any]) -> float: ...
 
 
+Gate = Callable[[Tool, dict[str, Any]], "dict[str, Any] | None"]  # the answer instead of the call, or None
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """How a request wants one tool call made."""
+
+    version: str  # the protocol revision its result is spelled for
+    cancelled: threading.Event  # set when the caller gives up (a Cancellation says why)
+    on_update: Callable[[dict[str, Any]], None] | None = None  # hears each change of the invocation
+    gate: Gate | None = None  # may stop the call before the gateway hears of it (a confirmation)
+    profile: Profile = UNKNOWN  # the client's host
+    narrow: Policy | None = None  # the request's own narrowing of the tool set
+    deadline: float | None = None  # seconds the host lets the call wait (None: no host limit)
+    heartbeat: float | None = None  # seconds between progress updates while nothing changes (None: the setting)
+
+
 class ToolCall:
     """A call that passed the checks and the per-key limits."""
 
-    def __init__(self, tenant: Owner, catalog: Catalog, tool: Tool, arguments: dict[str, Any], *, version: str,
-                 cancelled: threading.Event, on_update: Callable[[dict[str, Any]], None] | None, profile: Profile,
-                 deadline: float | None, heartbeat: float) -> None:
-        """``deadline``: seconds the caller's host lets the call wait (``None``: no host limit)."""
+    def __init__(self, tenant: Owner, catalog: Catalog, tool: Tool, arguments: dict[str, Any],
+                 options: CallOptions) -> None:
         self.tenant, self.catalog, self.tool, self.arguments = tenant, catalog, tool, arguments
-        self.version, self.cancelled, self.profile, self.deadline = version, cancelled, profile, deadline
-        self.follow_options = {"cancelled": cancelled, "on_update": on_update, "backoff": tenant.backoff,
-                               "heartbeat": heartbeat}
+        self.options, self.profile, self.cancelled = options, options.profile, options.cancelled
+        self.heartbeat = options.heartbeat or tenant.config.progress_heartbeat
         self.target = tool  # the tool whose result this is (for the continuation tool: the original one)
         self.key: str | None = None  # the call's identity, when the work may be kept for a retry
         self.attached = False  # following work an earlier, cut-off call started
@@ -77,7 +93,7 @@ class ToolCall:
             outcome = self._follow_up() if self.tool.builtin else self._start()
             fields.update(status=outcome.state, polls=outcome.polls, invocation_id=outcome.invocation_id,
                           mode="attached" if self.attached else "sync" if outcome.polls == 0 else "polled")
-            if outcome.state == "done":
+            if outcome.state == "done" and outcome.invocation is not None:
                 fields["status"] = outcome.invocation["status"]
             result = self._settle(outcome)
         except KeyRejected:  # not a tool error: the caller is told its key is bad
@@ -107,20 +123,25 @@ class ToolCall:
             invocation = self._fetch(kept)
             if invocation is not None:
                 self.attached = self.recorded = True
-                return follow(self.tenant.gateway, invocation, max_wait=max_wait, **self.follow_options)
+                return self._follow(invocation, max_wait)
         return run(self.tenant.gateway, self.tool.slug, self.arguments, sync_timeout_s=self.tenant.config.sync_timeout,
-                   max_wait=max_wait, started=self._polling, **self.follow_options)
+                   started=self._polling, cancelled=self.cancelled, on_update=self.options.on_update,
+                   max_wait=max_wait, backoff=self.tenant.backoff, heartbeat=self.heartbeat)
 
     def _follow_up(self) -> Outcome:
         """The continuation tool: follow the named invocation, as the original call would have."""
         invocation_id = self.arguments["invocation_id"]
         invocation, _ = self.tenant.gateway.get_invocation(invocation_id)
-        self.target = self.catalog.by_slug.get(invocation.get("action_slug"), self.tool)
+        self.target = self.catalog.by_slug.get(invocation.get("action_slug") or "", self.tool)
         self.key = self.tenant.calls.follow_up(self.tenant.binding, invocation_id)
         self.recorded = self.key is not None
         wanted = self.arguments.get("wait_s")
         max_wait = self._max_wait(self.tenant.config.poll_max_wait if wanted is None else wanted)
-        return follow(self.tenant.gateway, invocation, max_wait=max_wait, **self.follow_options)
+        return self._follow(invocation, max_wait)
+
+    def _follow(self, invocation: dict[str, Any], max_wait: float) -> Outcome:
+        return follow(self.tenant.gateway, invocation, cancelled=self.cancelled, on_update=self.options.on_update,
+                      max_wait=max_wait, backoff=self.tenant.backoff, heartbeat=self.heartbeat)
 
     def _fetch(self, invocation_id: str) -> dict[str, Any] | None:
         """A kept invocation as it stands now; ``None`` when the gateway no longer has it."""
@@ -141,22 +162,23 @@ class ToolCall:
                                   self.tenant.max_wait(self.tool.entry) + RUNNING_SLACK_S)
 
     def _max_wait(self, wanted: float) -> float:
-        return wanted if self.deadline is None else max(0.0, min(wanted, self.deadline))
+        deadline = self.options.deadline
+        return wanted if deadline is None else max(0.0, min(wanted, deadline))
 
     # -- how it ends ----------------------------------------------------------------------------
 
     def _settle(self, outcome: Outcome) -> dict[str, Any] | None:
-        invocation_id = outcome.invocation_id
-        if outcome.state == "done":
+        invocation, invocation_id = outcome.invocation, outcome.invocation_id
+        if outcome.state == "done" and invocation is not None:
             self._forget(invocation_id)
-            return results.tool_result(outcome.invocation, self.target.name, self.version, self.target.output_check)
+            return results.tool_result(invocation, self.target.name, self.options.version, self.target.output_check)
         if outcome.state == "cancelled":
             if invocation_id is not None:
                 self._leave(invocation_id)
             return None
         self._keep(invocation_id)
-        if outcome.state == "pending":
-            return results.continuation_result(outcome.invocation, self.target.name, continuation(invocation_id),
+        if outcome.state == "pending" and invocation is not None:
+            return results.continuation_result(invocation, self.target.name, continuation(invocation_id),
                                                checked=self.tool.output_check is not None)
         return results.unknown_result(self.target.name, invocation_id, "the gateway stopped answering while the "
                                       "call waited", follow_up_hint(invocation_id))

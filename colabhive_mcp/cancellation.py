@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import re
 import threading
+from typing import Final, Literal
 
-USER = "user"  # stop the work: the user (or the client) asked for it
-TIMEOUT = "timeout"  # the host gave up waiting: keep the work for a retry
-SHUTDOWN = "shutdown"  # the server is stopping: stop the work, and answer
-ENDED = "ended"  # the server ends a long-lived request (a listen at stream_max_age): answer it
+Reason = Literal["user", "timeout", "shutdown", "ended"]
+USER: Final = "user"  # stop the work: the user (or the client) asked for it
+TIMEOUT: Final = "timeout"  # the host gave up waiting: keep the work for a retry
+SHUTDOWN: Final = "shutdown"  # the server is stopping: stop the work, and answer
+ENDED: Final = "ended"  # the server ends a long-lived request (a listen at stream_max_age): answer it
+REASONS: Final[tuple[Reason, ...]] = (USER, TIMEOUT, SHUTDOWN, ENDED)
 _TIMED_OUT = re.compile(r"time[sd]?[\s_-]?out|timed out|-32001", re.IGNORECASE)
 
 
@@ -24,9 +27,9 @@ class Cancellation(threading.Event):
 
     def __init__(self) -> None:
         super().__init__()
-        self.reason: str | None = None
+        self.reason: Reason | None = None
 
-    def cancel(self, reason: str | None) -> None:
+    def cancel(self, reason: Reason | None) -> None:
         if not self.is_set():
             self.reason = reason
         self.set()
@@ -37,7 +40,7 @@ class Cancellation(threading.Event):
         return self.reason in (SHUTDOWN, ENDED)
 
 
-def reason_of(text: object) -> str:
+def reason_of(text: object) -> Reason:
     """The kind of a ``notifications/cancelled`` reason: a timeout (TypeScript SDK: "McpError: MCP
     error -32001: Request timed out"; Python SDK: "timed out after 20s"), else a user's cancel."""
     return TIMEOUT if isinstance(text, str) and _TIMED_OUT.search(text) else USER

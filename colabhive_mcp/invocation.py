@@ -13,13 +13,16 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Literal
 
 from .gateway import Gateway, GatewayError, is_terminal
 from .logs import log
 
 MAX_POLL_FAILURES = 3
 MIN_POLL_TIMEOUT_S = 1.0
+
+
+OutcomeState = Literal["done", "pending", "unknown", "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class Outcome:
     that it still runs), ``unknown`` (the wait ended while the gateway was not answering: nobody
     knows where the work stands) or ``cancelled``."""
 
-    state: str
+    state: OutcomeState
     invocation: dict[str, Any] | None
     polls: int = 0
 

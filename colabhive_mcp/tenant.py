@@ -14,7 +14,7 @@ from typing import Any, Callable
 from . import results, metrics
 from .config import Config
 from .builtin_tools import ENTRIES as BUILTINS
-from .calls import ToolCall
+from .calls import CallOptions, ToolCall
 from .gateway import Gateway, GatewayError
 from .keys import ApiKey, KeyRejected
 from .invocation import Backoff, follow
@@ -175,7 +175,7 @@ class Tenant:
     def max_wait(self, entry: dict[str, Any]) -> float:
         """How long a call of this action waits: by kind, else by latency class, else the default."""
         waits = dict(self.config.poll_max_wait_by)
-        return waits.get(entry.get("kind"), waits.get(entry.get("latencyClass"), self.config.poll_max_wait))
+        return waits.get(entry.get("kind") or "", waits.get(entry.get("latencyClass") or "", self.config.poll_max_wait))
 
     def prepare(self, name: str, arguments: dict[str, Any], profile: Profile = UNKNOWN,
                 narrow: Policy | None = None) -> tuple[Catalog, Tool] | dict[str, Any]:
@@ -201,30 +201,24 @@ class Tenant:
         problem = tool.argument_errors(arguments)
         return results.error_result(problem) if problem is not None else (catalog, tool)
 
-    def call_tool(self, name: str, arguments: dict[str, Any], *, version: str, cancelled: threading.Event,
-                  on_update: Callable[[dict[str, Any]], None] | None = None,
-                  gate: Callable[[Tool, dict[str, Any]], dict[str, Any] | None] | None = None,
-                  profile: Profile = UNKNOWN, narrow: Policy | None = None, deadline: float | None = None,
-                  heartbeat: float | None = None) -> dict[str, Any] | None:
+    def call_tool(self, name: str, arguments: dict[str, Any], options: CallOptions) -> dict[str, Any] | None:
         """Run one tool and return its ``CallToolResult`` (``None`` once cancelled): its result, or a
-        continuation when it outlives ``deadline`` (seconds the caller's host waits; ``None``: no limit).
+        continuation when it outlives ``options.deadline``.
 
-        ``gate`` may stop the call before the gateway hears of it by returning the answer to give
-        instead (e.g. the user declined). Raises :class:`UnknownTool` and :class:`KeyRejected`;
-        every other failure is an ``isError`` result.
+        ``options.gate`` may stop the call before the gateway hears of it by returning the answer
+        to give instead (e.g. the user declined). Raises :class:`UnknownTool` and
+        :class:`KeyRejected`; every other failure is an ``isError`` result.
         """
-        prepared = self.prepare(name, arguments, profile, narrow)
+        prepared = self.prepare(name, arguments, options.profile, options.narrow)
         if isinstance(prepared, dict):
             return prepared
         catalog, tool = prepared
-        stop = gate(tool, arguments) if gate is not None else None
+        stop = options.gate(tool, arguments) if options.gate is not None else None
         if stop is not None:
             return stop
         try:
             with self.limits.call(self.digest):
-                return ToolCall(self, catalog, tool, arguments, version=version, cancelled=cancelled,
-                                on_update=on_update, profile=profile, deadline=deadline,
-                                heartbeat=heartbeat or self.config.progress_heartbeat).answer()
+                return ToolCall(self, catalog, tool, arguments, options).answer()
         except LimitReached as exc:
             metrics.ERRORS.labels("tenant_limit").inc()
             return results.error_result(exc.message)

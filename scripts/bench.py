@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from colabhive_mcp import logs  # noqa: E402
 from colabhive_mcp.protocol import jsonrpc  # noqa: E402
+from colabhive_mcp.calls import CallOptions  # noqa: E402
 from colabhive_mcp.config import Config  # noqa: E402
 from colabhive_mcp.cli.demo import StdioPeer  # noqa: E402
 from colabhive_mcp.protocol import Server, Session  # noqa: E402
@@ -327,8 +328,7 @@ def bench_cold_list(sandbox: Sandbox, threads: int) -> dict[str, Any]:
 def bench_polls(sandbox: Sandbox, seconds: float) -> dict[str, Any]:
     config = Config(api_url=sandbox.url, api_key=DEMO_KEY, log_level="error")
     before = len([e for e in sandbox.journal_entries() if e["route"] == "poll"])
-    Tenant(config, DEMO_KEY).call_tool("batch-report", {"seconds": seconds}, version="2025-11-25",
-                                       cancelled=threading.Event())
+    Tenant(config, DEMO_KEY).call_tool("batch-report", {"seconds": seconds}, CallOptions("2025-11-25", threading.Event()))
     return {"job_s": seconds, "polls": len([e for e in sandbox.journal_entries() if e["route"] == "poll"]) - before}
 
 

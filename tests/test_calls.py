@@ -8,6 +8,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from colabhive_mcp import calls
+from colabhive_mcp.calls import CallOptions
 from colabhive_mcp.detached import CALLS, DetachedCalls, call_key
 from colabhive_mcp.instance import Instance
 from colabhive_mcp.keys import ApiKey
@@ -65,7 +66,7 @@ def failing(monkeypatch):
 def test_an_unexpected_failure_escapes_as_itself_and_the_call_is_recorded(failing, tenant):
     before = internal_errors()
     with pytest.raises(Unexpected, match="boom"):
-        tenant.call_tool("echo", {"text": "a"}, version="2025-11-25", cancelled=threading.Event())
+        tenant.call_tool("echo", {"text": "a"}, CallOptions("2025-11-25", threading.Event()))
     (fields, _), = failing.events("mcp.tool.invoked")
     assert fields["status"] == "internal_error" and fields["slug"] == "echo" and fields["latency_ms"] >= 0
     assert internal_errors() == before + 1

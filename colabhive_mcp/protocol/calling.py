@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .. import profiles, results
+from ..calls import CallOptions
 from ..tenant import UnknownTool
 from ..tools import Tool
 from . import confirm, tasks
@@ -37,11 +38,10 @@ def tools_call(context: Context, request: Request) -> dict[str, Any]:
             if task is not None:
                 return task
         progress = request.progress_token is not None  # a host that resets its timer on progress hears it
-        result = request.tenant.call_tool(
-            name, arguments, version=request.version, cancelled=request.cancelled, on_update=reporter(request),
-            gate=_gate(context, request), profile=request.profile, narrow=request.narrow,
-            deadline=profiles.wait_budget(request.profile, progress),
-            heartbeat=profiles.heartbeat(request.profile, progress, context.config.progress_heartbeat))
+        result = request.tenant.call_tool(name, arguments, CallOptions(
+            request.version, request.cancelled, on_update=reporter(request), gate=_gate(context, request),
+            profile=request.profile, narrow=request.narrow, deadline=profiles.wait_budget(request.profile, progress),
+            heartbeat=profiles.heartbeat(request.profile, progress, context.config.progress_heartbeat)))
     except UnknownTool:
         raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
     if result is None and request.cancelled.by_server:

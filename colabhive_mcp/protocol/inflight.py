@@ -12,7 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cancellation import SHUTDOWN, Cancellation
+from ..cancellation import SHUTDOWN, Cancellation, Reason
 from .request import Request
 
 EARLY_CANCELS_KEPT = 256
@@ -36,7 +36,7 @@ class InFlight:
 
     def __init__(self) -> None:
         self._running: dict[tuple[str, Any], Cancellation] = {}
-        self._early: OrderedDict[tuple[str, str], str | None] = OrderedDict()  # cancels that came first, by digest
+        self._early: OrderedDict[tuple[str, str], Reason | None] = OrderedDict()  # cancels that came first, by digest
         self._asked: dict[tuple[str, str], _Waiter] = {}
         self._lock = threading.Lock()
 
@@ -56,7 +56,7 @@ class InFlight:
         with self._lock:
             return key in self._running
 
-    def cancel(self, key: tuple[str, Any], reason: str | None) -> None:
+    def cancel(self, key: tuple[str, Any], reason: Reason | None) -> None:
         """Cancel a request in flight, saying why; one not seen yet is remembered for when it arrives."""
         with self._lock:
             cancelled = self._running.get(key)
@@ -65,7 +65,7 @@ class InFlight:
         if cancelled is not None:
             cancelled.cancel(reason)
 
-    def cancel_digest(self, session_id: str, digest: str, reason: str | None) -> None:
+    def cancel_digest(self, session_id: str, digest: str, reason: Reason | None) -> None:
         """:meth:`cancel`, the request named by :func:`id_digest` (as another worker relays it)."""
         with self._lock:
             found = [c for (owner, rid), c in self._running.items() if owner == session_id and id_digest(rid) == digest]
@@ -74,7 +74,7 @@ class InFlight:
         for cancelled in found:
             cancelled.cancel(reason)
 
-    def _remember(self, early: tuple[str, str], reason: str | None) -> None:
+    def _remember(self, early: tuple[str, str], reason: Reason | None) -> None:
         self._early[early] = reason
         while len(self._early) > EARLY_CANCELS_KEPT:
             self._early.popitem(last=False)

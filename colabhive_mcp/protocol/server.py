@@ -17,7 +17,7 @@ import random
 from typing import Any, Callable, Mapping
 
 from .. import metrics, profiles, tracing
-from ..cancellation import SHUTDOWN, USER, Cancellation, reason_of
+from ..cancellation import SHUTDOWN, USER, Cancellation, Reason, reason_of
 from ..config import Config
 from ..keys import KeyRejected
 from .. import logs
@@ -135,7 +135,7 @@ class Server:
         answers = [self.handle(m, session=session, **context) for m in messages]
         return [a for a in answers if a is not None] or None
 
-    def cancel(self, session: Session, request_id: Any, reason: str | None = USER) -> None:
+    def cancel(self, session: Session, request_id: Any, reason: Reason | None = USER) -> None:
         """Cancel an in-flight request, saying why (a cancellation that arrives first is remembered)."""
         self.context.inflight.cancel((session.id, request_id), reason)
 
@@ -143,7 +143,7 @@ class Server:
         """Whether the request runs in this process (a cancellation of it needs no relay)."""
         return self.context.inflight.running((session_id, request_id))
 
-    def cancel_relayed(self, session_id: str, digest: str, reason: str | None) -> None:
+    def cancel_relayed(self, session_id: str, digest: str, reason: Reason | None) -> None:
         """:meth:`cancel`, relayed by another worker that names the request by its id's digest."""
         self.context.inflight.cancel_digest(session_id, digest, reason)
 

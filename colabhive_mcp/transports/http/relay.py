@@ -32,13 +32,13 @@ from typing import Any, Callable
 from cachetools import TTLCache
 
 from ... import metrics
+from ...cancellation import REASONS, Reason
 from ...logs import log
 from ...protocol.inflight import id_digest
 
 RELAY_DIR = "cancel"  # in the instance's runtime directory
 LOOK_EVERY_S = 0.2
 MARKER_TTL_S = 60.0
-MAX_REASON_CHARS = 200
 MAX_MARKER_BYTES = 4096  # more than any marker written here: a session id, a digest, a short reason
 MAX_PER_SESSION = 60  # markers one session may have written per minute, by each worker
 MAX_MARKERS = 500  # in the directory: past it, no marker is written
@@ -47,7 +47,7 @@ _DIGEST = re.compile(r"[0-9a-f]{32}")
 
 
 class CancelRelay:
-    def __init__(self, directory: str, cancel: Callable[[str, str, str | None], None],
+    def __init__(self, directory: str, cancel: Callable[[str, str, Reason | None], None],
                  running: Callable[[str, Any], bool]) -> None:
         """``cancel(session_id, id_digest, reason)`` is called for every marker this process has not
         seen; ``running(session_id, request_id)``: whether the request runs in this process (then a
@@ -64,11 +64,10 @@ class CancelRelay:
         os.makedirs(directory, exist_ok=True)
         threading.Thread(target=self._watch, name="mcp-cancel-relay", daemon=True).start()
 
-    def publish(self, session_id: str, request_id: Any, reason: str | None) -> None:
+    def publish(self, session_id: str, request_id: Any, reason: Reason | None) -> None:
         """Relay a cancellation to the other workers, unless the request runs here or a bound is reached."""
         if self._running(session_id, request_id):
             return
-        reason = reason[:MAX_REASON_CHARS] if isinstance(reason, str) else None
         payload = json.dumps([session_id, id_digest(request_id), reason])
         name = hashlib.sha256(payload.encode()).hexdigest()[:32]
         window = (session_id, int(time.time() // 60))
@@ -136,7 +135,7 @@ class CancelRelay:
             self._cancel(*marker)
 
 
-def _parsed(raw: bytes) -> tuple[str, str, str | None] | None:
+def _parsed(raw: bytes) -> tuple[str, str, Reason | None] | None:
     """A marker's session id, request digest and reason; ``None`` for anything else."""
     try:
         marker = json.loads(raw)
@@ -146,6 +145,6 @@ def _parsed(raw: bytes) -> tuple[str, str, str | None] | None:
         return None
     session_id, digest, reason = marker
     if not (isinstance(session_id, str) and isinstance(digest, str) and _DIGEST.fullmatch(digest)
-            and (reason is None or isinstance(reason, str) and len(reason) <= MAX_REASON_CHARS)):
+            and (reason is None or reason in REASONS)):
         return None
     return session_id, digest, reason

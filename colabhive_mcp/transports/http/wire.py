@@ -20,7 +20,7 @@ from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wrappers import Response
 
 from ... import metrics
-from ...cancellation import reason_of
+from ...cancellation import Reason, reason_of
 from ...limits import LimitReached
 from ...logs import log
 from ...loopback import is_loopback
@@ -116,7 +116,7 @@ def narrowing(request: HttpRequest) -> Narrowing | None:
     return Narrowing(globs, read_only) if globs or read_only else None
 
 
-def cancelled_request(message: Any) -> tuple[Any, str] | None:
+def cancelled_request(message: Any) -> tuple[Any, Reason] | None:
     """The request id a ``notifications/cancelled`` names and the kind of its reason, if it is one."""
     if jsonrpc.method_of(message) == "notifications/cancelled":
         params = jsonrpc.params_of(message)
