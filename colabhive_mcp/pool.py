@@ -57,7 +57,7 @@ class _EvictingLRU(LRUCache):
         super().__init__(maxsize)
         self._on_evict = on_evict
 
-    def popitem(self):  # type: ignore[override]
+    def popitem(self) -> tuple[str, _Slot]:
         key, slot = super().popitem()
         self._on_evict(slot)
         return key, slot

@@ -37,7 +37,7 @@ class Headers(Mapping[str, str]):
     def __getitem__(self, name: str) -> str:
         return self.environ[environ_key(name)]
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         return self.environ.get(environ_key(name), default)
 
     def __contains__(self, name: object) -> bool:
