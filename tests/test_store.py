@@ -1,5 +1,6 @@
 """The instance store: what the workers of one instance agree on, in one SQLite file (or in memory)."""
 
+import inspect
 import multiprocessing
 import os
 import stat
@@ -9,6 +10,7 @@ import pytest
 
 from colabhive_mcp import expiries
 from colabhive_mcp.config import ConfigError
+from colabhive_mcp.state import InstanceStore
 from colabhive_mcp.store import MemoryStore, SqliteStore, open_store
 
 from .forked import holding
@@ -117,32 +119,41 @@ def test_a_connection_that_goes_away_is_replaced_without_a_word(tmp_path, warnin
     assert store.get("calls", "before") == 1 and warnings == []
 
 
-def test_places_are_limited_given_back_and_expire(store):
-    first, second = store.take("calls", "key", 2, ttl=60), store.take("calls", "key", 2, ttl=0.3)
+def test_reservations_are_limited_unreserved_and_expire(store):
+    first, second = store.reserve("calls", "key", 2, ttl=60), store.reserve("calls", "key", 2, ttl=0.3)
     assert first and second and first != second
-    assert store.take("calls", "key", 2, ttl=60) is None  # both held
-    assert store.take("calls", "other key", 2, ttl=60)  # keys count apart
+    assert store.reserve("calls", "key", 2, ttl=60) is None  # both held
+    assert store.reserve("calls", "other key", 2, ttl=60)  # keys count apart
     assert 0 < store.next_free("calls", "key") <= 0.3
-    store.give_back("calls", "key", first)
-    third = store.take("calls", "key", 2, ttl=60)
-    assert third and store.take("calls", "key", 2, ttl=60) is None
+    store.unreserve("calls", "key", first)
+    third = store.reserve("calls", "key", 2, ttl=60)
+    assert third and store.reserve("calls", "key", 2, ttl=60) is None
     time.sleep(0.35)  # the second place expires
-    assert store.take("calls", "key", 2, ttl=60)
+    assert store.reserve("calls", "key", 2, ttl=60)
 
 
 def _hold(path, count, ready):
     store = SqliteStore(path)
     for _ in range(count):
-        assert store.take("calls", "key", 3, ttl=3600)
+        assert store.reserve("calls", "key", 3, ttl=3600)
     ready.set()
     time.sleep(3600)
 
 
-def test_places_are_counted_across_processes_and_a_dead_process_gives_its_places_back(tmp_path):
+def test_reservations_are_counted_across_processes_and_a_dead_process_gives_its_places_back(tmp_path):
     path = str(tmp_path / "instance.db")
     with holding(_hold, path, 2):
         store = SqliteStore(path)
-        assert store.take("calls", "key", 3, ttl=60)  # the third of three
-        assert store.take("calls", "key", 3, ttl=60) is None  # the other process holds two
-    assert store.take("calls", "key", 3, ttl=60) and store.take("calls", "key", 3, ttl=60)  # its two are free
-    assert store.take("calls", "key", 3, ttl=60) is None
+        assert store.reserve("calls", "key", 3, ttl=60)  # the third of three
+        assert store.reserve("calls", "key", 3, ttl=60) is None  # the other process holds two
+    assert store.reserve("calls", "key", 3, ttl=60) and store.reserve("calls", "key", 3, ttl=60)  # its two are free
+    assert store.reserve("calls", "key", 3, ttl=60) is None
+
+
+def test_both_stores_offer_the_instance_store_interface_as_it_is_written():
+    members = [name for name in vars(InstanceStore) if not name.startswith("_")]
+    assert {"get", "reserve", "acquire", "close"} <= set(members)
+    for made in (MemoryStore, SqliteStore):
+        assert made.shared is (made is SqliteStore)
+        for name in members:
+            assert inspect.signature(getattr(made, name)) == inspect.signature(getattr(InstanceStore, name)), name
