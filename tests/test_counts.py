@@ -12,6 +12,7 @@ from colabhive_mcp import counts
 from colabhive_mcp.counts import MemoryCounts, SharedCounts, open_counts
 
 from .forked import holding
+from .waiting import wait_until
 
 
 @pytest.fixture(params=["memory", "shared"])
@@ -86,9 +87,7 @@ def test_a_process_that_exited_holds_nothing_even_before_it_is_reaped(tmp_path):
     taker = context.Process(target=_acquire_and_exit, args=(path, ready))
     taker.start()
     assert ready.wait(10)
-    deadline = time.monotonic() + 10
-    while b") Z " not in open(f"/proc/{taker.pid}/stat", "rb").read() and time.monotonic() < deadline:
-        time.sleep(0.01)  # exited, not yet reaped: a zombie
+    assert wait_until(lambda: b") Z " in open(f"/proc/{taker.pid}/stat", "rb").read(), every=0.01)  # exited, not yet reaped
     assert table.acquire("calls", "key", 2) and table.acquire("calls", "key", 2)
     taker.join(10)
 

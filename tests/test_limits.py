@@ -1,13 +1,13 @@
 """Per-key limits: one key's flood gets a clear error and never starves the others."""
 
 import threading
-import time
 
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY_B
 from colabhive_mcp.tenant import Tenant
 
 from .test_protocol import Client
+from .waiting import wait_until
 
 
 def test_concurrent_calls_per_key_are_capped_without_touching_other_keys(config, journal):
@@ -19,9 +19,7 @@ def test_concurrent_calls_per_key_are_capped_without_touching_other_keys(config,
     workers = [threading.Thread(target=lambda: busy.call("batch-report", {"seconds": 2})) for _ in range(2)]
     for worker in workers:
         worker.start()
-    deadline = time.monotonic() + 10
-    while len(journal("invoke")) < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    assert wait_until(lambda: len(journal("invoke")) >= 2)
     refused = busy.call("echo", {"text": "one too many"})["result"]
     assert refused["isError"] and "limit is 2" in refused["content"][0]["text"]
     assert len(journal("invoke")) == 2  # the refused call never reached the gateway

@@ -9,6 +9,7 @@ from colabhive_mcp.protocol import LEGACY_VERSIONS, Server, Session
 from colabhive_mcp.sandbox import DEMO_KEY_B
 from colabhive_mcp.tenant import Tenant
 
+from .waiting import wait_until
 
 
 MODERN = "2026-07-28"
@@ -283,9 +284,7 @@ def test_cancellation_stops_the_call_cancels_upstream_and_sends_nothing(client, 
     worker = threading.Thread(target=lambda: answers.append(
         client.call("batch-report", {"seconds": 30}, progressToken="p")))
     worker.start()
-    deadline = time.monotonic() + 10
-    while not client.notifications and time.monotonic() < deadline:
-        time.sleep(0.02)
+    assert wait_until(lambda: client.notifications)
     sent = len(client.notifications)
     client.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
     worker.join(5)
