@@ -17,6 +17,7 @@ from .http_server import HttpServer, client
 from .test_http import MODERN, modern, post, rpc
 from .waiting import wait_until
 
+pytestmark = pytest.mark.slow
 
 SSE_ACCEPT = {"Accept": "text/event-stream"}
 

@@ -100,6 +100,7 @@ def test_a_row_left_by_an_earlier_process_with_the_same_pid_counts_for_nothing(t
     assert table.acquire("calls", "key", 2) and table.acquire("calls", "key", 2) and not table.acquire("calls", "key", 2)
 
 
+@pytest.mark.slow
 def test_rows_of_keys_long_gone_are_cleared_and_held_places_survive_it(tmp_path):
     table = SharedCounts(str(tmp_path / counts.FILE_NAME))
     for _ in range(3):

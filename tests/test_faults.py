@@ -29,6 +29,7 @@ from .http_server import HttpServer, free_port
 from .test_http import initialize, modern, rpc
 from .waiting import wait_until
 
+pytestmark = pytest.mark.slow
 
 # -- the settings of the servers under test, and the bounds they imply -------------------------
 

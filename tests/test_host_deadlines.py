@@ -23,6 +23,7 @@ from colabhive_mcp.tenant import Tenant
 from .test_protocol import Client
 from .waiting import wait_until
 
+pytestmark = pytest.mark.slow
 
 CONTINUATION = "com.colabhive/continuation"
 

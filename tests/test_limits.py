@@ -2,6 +2,8 @@
 
 import threading
 
+import pytest
+
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY_B
 from colabhive_mcp.tenant import Tenant
@@ -10,6 +12,7 @@ from .test_protocol import Client
 from .waiting import wait_until
 
 
+@pytest.mark.slow
 def test_concurrent_calls_per_key_are_capped_without_touching_other_keys(config, journal):
     limited = config.replace(tenant_max_concurrent=2)
     server = Server(limited)
@@ -31,6 +34,7 @@ def test_concurrent_calls_per_key_are_capped_without_touching_other_keys(config,
     assert busy.call("echo", {"text": "a place is free again"})["result"]["content"][0]["text"] == "a place is free again"
 
 
+@pytest.mark.slow
 def test_calls_per_minute_per_key(config):
     limited = config.replace(tenant_calls_per_minute=3)
     client = Client(Server(limited), Tenant(limited, limited.api_key))

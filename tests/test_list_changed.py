@@ -16,6 +16,7 @@ from .test_http import initialize
 from .test_stdio import server_env
 from .waiting import wait_until
 
+pytestmark = pytest.mark.slow
 
 NEW_TOOL = {"name": "fresh-tool", "description": "new", "sideEffects": [], "inputSchema": {"type": "object"}}
 LISTEN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}

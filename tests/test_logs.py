@@ -6,11 +6,14 @@ import subprocess
 import sys
 import time
 
+import pytest
 
 from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 
 from .test_stdio import server_env
+
+pytestmark = pytest.mark.slow
 
 PLANTED = "hive_planted_secret_0123456789"
 

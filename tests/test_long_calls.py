@@ -18,6 +18,7 @@ from .test_protocol import Client as CoreClient
 from .test_stdio import server_env
 from .waiting import wait_until
 
+pytestmark = pytest.mark.real_clients
 
 
 async def call_then_abandon(target, mode, seconds_before_cancel):

@@ -23,6 +23,8 @@ from colabhive_mcp.sandbox import DEMO_KEY
 from .http_server import HttpServer
 from .test_stdio import server_env
 
+pytestmark = pytest.mark.real_clients
+
 ROOT = Path(__file__).resolve().parent.parent
 TS_SDK = "1.32.2"
 CUTOFF_MS = 4000

@@ -15,6 +15,7 @@ from .http_server import HttpServer
 from .test_http import initialize, post, rpc
 from .waiting import wait_until
 
+pytestmark = pytest.mark.slow
 
 
 class Heard:

@@ -14,6 +14,7 @@ from colabhive_mcp.sandbox import DEMO_KEY
 
 from .waiting import wait_until
 
+pytestmark = pytest.mark.slow
 
 
 def server_env(**extra):

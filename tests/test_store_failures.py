@@ -19,6 +19,8 @@ from colabhive_mcp.tools import Tool
 
 from .forked import holding
 
+pytestmark = pytest.mark.slow
+
 TOOL = Tool("crm-create-contact", {"name": "crm-create-contact"}, {})
 ARGUMENTS = {"name": "Ada"}
 
