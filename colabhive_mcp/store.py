@@ -6,18 +6,18 @@ keyed by a space and a key, and expire. Beside them, *places*: at most so many h
 at once, each until it expires or goes with the process that held it (calls started per key in the
 last minute, keys checked per minute), taken by ``reserve``; and counts, the places held until
 released (calls, streams and waits per key), in shared memory (:mod:`colabhive_mcp.counts`). What
-the two stores offer is :class:`colabhive_mcp.state.InstanceStore`. Reads of keys that no
-live entry can be under skip the database (:mod:`colabhive_mcp.expiries`). Nothing of users' prompts
-or results goes in: keys are hashes, values are ids and timestamps.
+the two stores offer is :class:`colabhive_mcp.state.InstanceStore`. Reads of keys that no live
+entry can be under skip the database (:mod:`colabhive_mcp.expiries`). Nothing of users' prompts or
+results goes in: keys are hashes, values are ids and timestamps.
 
 The store fails closed, never over to a worker's own memory (where a confirmation used on one
 worker could be used again on another, and each worker would count limits of its own). An
 operation that fails is tried again on a fresh connection a few times; a database found corrupt is
 moved aside (``instance.db.corrupt-<time>``) by the first worker to find out, and a fresh one made.
 What still fails answers what refuses: ``add`` says the key is taken (a confirmation was used),
-``reserve`` and ``acquire`` refuse the place, ``put`` says nothing was stored, and ``get`` answers ``failed`` (by
-default nothing, which is what refuses for every reader but one: a session's end, whose reader
-passes what an ended session looks like). One warning per failure, until the store works again.
+``reserve`` and ``acquire`` refuse the place, ``put`` says nothing was stored, and ``get`` answers
+``failed`` (by default nothing, which is what refuses for every reader but one: a session's end,
+whose reader passes what an ended session looks like). One warning per failure, until the store works again.
 
 The runtime directory is trusted only when it is this user's and nobody else's (mode 0700, not a
 symbolic link), and the files in it only when they are this user's regular files: a directory
@@ -59,7 +59,7 @@ COUNTED = "counted-"  # the spaces of counts kept as reservations (PlacesCounts)
 HELD_S = 86400.0  # how long such a place lasts at most, when its process neither releases it nor dies
 CORRUPT = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 RESERVE_IF_ROOM = ("INSERT INTO places SELECT ?, ?, ?, ?, ? WHERE "
-                "(SELECT COUNT(*) FROM places WHERE space = ? AND key = ? AND expires > ?) < ?")
+                   "(SELECT COUNT(*) FROM places WHERE space = ? AND key = ? AND expires > ?) < ?")
 
 
 class MemoryStore:
