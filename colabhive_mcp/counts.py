@@ -1,8 +1,8 @@
 """Counts that the processes of one instance share: how many calls, streams and waits a key holds.
 
-Every tool call takes a place under its key and gives it back, so this is on the hot path: no
+Every tool call acquires a place under its key and releases it, so this is on the hot path: no
 database. The counts are rows of a table in a file of the instance's private runtime directory
-(mode 0600) that every worker maps into memory; taking or giving back a place reads and writes a
+(mode 0600) that every worker maps into memory; acquiring or releasing a place reads and writes a
 few of them under a file lock. A row holds one process's count under one key, and counts only
 while that process lives (its pid, and its start time where ``/proc`` tells it), so the places of a
 worker that dies are free again. stdio and a single process count in memory.
@@ -40,8 +40,8 @@ class MemoryCounts:
         self._counts: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
 
-    def take(self, space: str, key: str, limit: int) -> bool:
-        """One more place under ``key``, unless ``limit`` are held; whether it was taken."""
+    def acquire(self, space: str, key: str, limit: int) -> bool:
+        """One more place under ``key``, unless ``limit`` are held; whether it was acquired."""
         with self._lock:
             held = self._counts.get((space, key), 0)
             if held >= limit:
@@ -49,7 +49,7 @@ class MemoryCounts:
             self._counts[(space, key)] = held + 1
             return True
 
-    def give_back(self, space: str, key: str) -> None:
+    def release(self, space: str, key: str) -> None:
         with self._lock:
             held = self._counts.pop((space, key), 0) - 1
             if held > 0:
@@ -67,21 +67,21 @@ class SharedCounts(MappedFile):
         self._failing = False  # the file failed: warned once, until it works again
         super().__init__(path, SIZE)
 
-    def take(self, space: str, key: str, limit: int) -> bool:
+    def acquire(self, space: str, key: str, limit: int) -> bool:
         """One more place under ``key``, unless ``limit`` are held across the instance; whether it
-        was taken (not while the file fails: the most restrictive answer)."""
+        was acquired (not while the file fails: the most restrictive answer)."""
         try:
             with self._locked() as table:
-                taken = self._take(table, _digest(space, key), limit)
+                acquired = self._acquire(table, _digest(space, key), limit)
         except OSError as exc:
             self._failed(exc)
             return False
         if self._failing:
             log.bind(path=self.path).info("counts.recovered")
             self._failing = False
-        return taken
+        return acquired
 
-    def give_back(self, space: str, key: str) -> None:
+    def release(self, space: str, key: str) -> None:
         try:
             with self._locked() as table:
                 own = self._rows_of(table, _digest(space, key))[0]
@@ -97,7 +97,7 @@ class SharedCounts(MappedFile):
 
     # -- the table ------------------------------------------------------------------------------
 
-    def _take(self, table: mmap.mmap, digest: bytes, limit: int) -> bool:
+    def _acquire(self, table: mmap.mmap, digest: bytes, limit: int) -> bool:
         own, spare, held, others = self._rows_of(table, digest)
         if held >= limit:
             held -= self._free_the_dead(table, others)

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from .canonical import canonical, digest
 from .logs import log
-from .store import MemoryStore, SqliteStore
+from .state import InstanceStore
 
 CALLS = "calls"  # call key -> {"invocation", "state": running | detached | attached, "token"}
 INVOCATIONS = "kept_invocations"  # invocation id -> {"key": call key, "binding": its key's} (continuation tool)
@@ -38,7 +38,7 @@ def call_key(binding: str, slug: str, arguments: dict[str, Any]) -> str:
 
 
 class DetachedCalls:
-    def __init__(self, store: MemoryStore | SqliteStore, grace: float, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: InstanceStore, grace: float, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.grace = grace
         self.clock = clock

@@ -10,19 +10,20 @@ from dataclasses import dataclass
 from .config import Config
 from .detached import DetachedCalls
 from .limits import Limits
-from .store import MemoryStore, SqliteStore
+from .state import InstanceStore
+from .store import MemoryStore
 
 
 @dataclass(frozen=True)
 class Instance:
-    store: MemoryStore | SqliteStore
+    store: InstanceStore
     calls: DetachedCalls
     limits: Limits
     shares_manifests: bool  # whether the store is shared with other processes (worth a copy there)
 
     @classmethod
-    def of(cls, config: Config, store: MemoryStore | SqliteStore | None = None) -> Instance:
+    def of(cls, config: Config, store: InstanceStore | None = None) -> Instance:
         """The instance over ``store`` (by default, this process's memory)."""
         store = store if store is not None else MemoryStore()
         return cls(store, DetachedCalls(store, config.host_timeout_grace), Limits(config, store),
-                   isinstance(store, SqliteStore))
+                   store.shared)

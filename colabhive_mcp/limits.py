@@ -15,7 +15,8 @@ from typing import Iterator
 
 from .config import Config
 from .keys import KeyRejected
-from .store import MemoryStore, SqliteStore
+from .state import InstanceStore
+from .store import MemoryStore
 
 CALLS, STARTED, HELD, COLD, REFUSED = "calls", "started", "held", "cold", "refused-keys"
 BUSY_RETRY_S = 5.0  # what to tell a caller refused for a place that frees when some work ends
@@ -35,9 +36,9 @@ class LimitReached(Exception):
 
 
 class Limits:
-    def __init__(self, config: Config, store: MemoryStore | SqliteStore | None = None) -> None:
+    def __init__(self, config: Config, store: InstanceStore | None = None) -> None:
         self.config = config
-        self.store = store or MemoryStore()
+        self.store: InstanceStore = store or MemoryStore()
         self._checking: dict[str, tuple[threading.BoundedSemaphore, int]] = {}  # address -> (its checks, waiters)
         self._lock = threading.Lock()
 
@@ -49,7 +50,7 @@ class Limits:
         with self._place(CALLS, digest, limit, LimitReached(
                 f"This API key already has {limit} ColabHive calls running (the limit is {limit}); try again "
                 "when one finishes.", BUSY_RETRY_S)):
-            if per_minute and self.store.take(STARTED, digest, per_minute, 60.0) is None:
+            if per_minute and self.store.reserve(STARTED, digest, per_minute, 60.0) is None:
                 wait = self.store.next_free(STARTED, digest)
                 raise LimitReached(f"This API key started {per_minute} ColabHive calls in the last minute (the "
                                    f"limit); try again in {wait:.0f} s.", wait)
@@ -78,22 +79,22 @@ class Limits:
                 wait = self.store.next_free(REFUSED, address)
                 raise LimitReached(f"Your address sent {per_address} API keys that ColabHive rejected in the last "
                                    f"minute (the limit); try again in {wait:.0f} s with a valid key.", wait, 429)
-            if per_minute and self.store.take(COLD, "instance", per_minute, 60.0) is None:
+            if per_minute and self.store.reserve(COLD, "instance", per_minute, 60.0) is None:
                 raise LimitReached("This server is checking too many new API keys right now; try again shortly.",
                                    self.store.next_free(COLD, "instance"))
             try:
                 yield
             except KeyRejected:
                 if per_address:
-                    self.store.take(REFUSED, address, per_address, 60.0)
+                    self.store.reserve(REFUSED, address, per_address, 60.0)
                 raise
 
     def _room(self, space: str, key: str, limit: int) -> bool:
-        """Whether a place under ``key`` is free now (taken and given back at once)."""
-        place = self.store.take(space, key, limit, 60.0)
-        if place is not None:
-            self.store.give_back(space, key, place)
-        return place is not None
+        """Whether a place under ``key`` is free now (reserved and unreserved at once)."""
+        reservation = self.store.reserve(space, key, limit, 60.0)
+        if reservation is not None:
+            self.store.unreserve(space, key, reservation)
+        return reservation is not None
 
     @contextlib.contextmanager
     def _turn(self, address: str) -> Iterator[None]:
@@ -122,9 +123,9 @@ class Limits:
         if not limit:
             yield
             return
-        if not self.store.counts.take(space, digest, limit):
+        if not self.store.acquire(space, digest, limit):
             raise refusal
         try:
             yield
         finally:
-            self.store.counts.give_back(space, digest)
+            self.store.release(space, digest)

@@ -25,7 +25,8 @@ from .config import Config
 from .keys import ApiKey, KeyRejected
 from .limits import LimitReached, Limits
 from .logs import log
-from .store import MemoryStore, SqliteStore
+from .state import InstanceStore
+from .store import MemoryStore
 from .tenant import Tenant
 
 REJECTED = "rejected"  # key digest -> the gateway's refusal, for rejected_key_ttl seconds
@@ -67,7 +68,7 @@ class TenantPool:
     """Tenants by SHA-256 of their key; at most ``size`` resident."""
 
     def __init__(self, config: Config, size: int | None = None,
-                 factory: Callable[[Config, ApiKey], Tenant] = Tenant, store: MemoryStore | SqliteStore | None = None,
+                 factory: Callable[[Config, ApiKey], Tenant] = Tenant, store: InstanceStore | None = None,
                  limits: Limits | None = None) -> None:
         """``store``: where the gateway's verdicts on keys are remembered, ``limits``: where keys
         checked are counted (the instance's, so every worker knows)."""

@@ -4,19 +4,20 @@ A small SQLite database (WAL) in the instance's private runtime directory, file 
 by its workers; stdio and single-process servers keep the same things in memory. Values are JSON,
 keyed by a space and a key, and expire. Beside them, *places*: at most so many held under one key
 at once, each until it expires or goes with the process that held it (calls started per key in the
-last minute, keys checked per minute); and ``counts``, the places held until given back (calls,
-streams and waits per key), in shared memory (:mod:`colabhive_mcp.counts`). Reads of keys that no
-live entry can be under skip the database (:mod:`colabhive_mcp.expiries`). Nothing of users' prompts
-or results goes in: keys are hashes, values are ids and timestamps.
+last minute, keys checked per minute), taken by ``reserve``; and counts, the places held until
+released (calls, streams and waits per key), in shared memory (:mod:`colabhive_mcp.counts`). What
+the two stores offer is :class:`colabhive_mcp.state.InstanceStore`. Reads of keys that no live
+entry can be under skip the database (:mod:`colabhive_mcp.expiries`). Nothing of users' prompts or
+results goes in: keys are hashes, values are ids and timestamps.
 
 The store fails closed, never over to a worker's own memory (where a confirmation used on one
 worker could be used again on another, and each worker would count limits of its own). An
 operation that fails is tried again on a fresh connection a few times; a database found corrupt is
 moved aside (``instance.db.corrupt-<time>``) by the first worker to find out, and a fresh one made.
 What still fails answers what refuses: ``add`` says the key is taken (a confirmation was used),
-``take`` refuses the place, ``put`` says nothing was stored, and ``get`` answers ``failed`` (by
-default nothing, which is what refuses for every reader but one: a session's end, whose reader
-passes what an ended session looks like). One warning per failure, until the store works again.
+``reserve`` and ``acquire`` refuse the place, ``put`` says nothing was stored, and ``get`` answers
+``failed`` (by default nothing, which is what refuses for every reader but one: a session's end,
+whose reader passes what an ended session looks like). One warning per failure, until the store works again.
 
 The runtime directory is trusted only when it is this user's and nobody else's (mode 0700, not a
 symbolic link), and the files in it only when they are this user's regular files: a directory
@@ -41,10 +42,11 @@ import urllib.parse
 from typing import Any, Callable
 
 from .config import ConfigError
-from .counts import MemoryCounts, SharedCounts, alive, open_counts
+from .counts import MemoryCounts, alive, open_counts
 from .expiries import open_expiries
 from .logs import log
 from .mapped import check_private, open_private
+from .state import Counts, InstanceStore
 
 FILE_NAME = "instance.db"
 SIDE_FILES = ("-wal", "-shm", "-journal")  # what SQLite makes beside it
@@ -53,15 +55,17 @@ BUSY_TIMEOUT_S = 5.0  # how long one attempt waits for another process's lock
 ATTEMPTS = 3  # of a failing operation, each on a fresh connection (one only while the store fails)
 RETRY_S = 0.05  # the wait before the second attempt, doubled before each next one
 WAIT_WHEN_FAILED_S = 5.0  # what next_free answers when the store cannot tell
-COUNTED = "counted-"  # the spaces of counts kept as places (PlacesCounts)
-HELD_S = 86400.0  # how long such a place lasts at most, when its process neither gives it back nor dies
+COUNTED = "counted-"  # the spaces of counts kept as reservations (PlacesCounts)
+HELD_S = 86400.0  # how long such a place lasts at most, when its process neither releases it nor dies
 CORRUPT = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
-TAKE_IF_ROOM = ("INSERT INTO places SELECT ?, ?, ?, ?, ? WHERE "
-                "(SELECT COUNT(*) FROM places WHERE space = ? AND key = ? AND expires > ?) < ?")
+RESERVE_IF_ROOM = ("INSERT INTO places SELECT ?, ?, ?, ?, ? WHERE "
+                   "(SELECT COUNT(*) FROM places WHERE space = ? AND key = ? AND expires > ?) < ?")
 
 
 class MemoryStore:
     """The store of one process."""
+
+    shared = False
 
     def __init__(self, max_entries: int = 100_000, clock: Callable[[], float] = time.time) -> None:
         self.max_entries = max_entries
@@ -69,7 +73,7 @@ class MemoryStore:
         self._entries: dict[tuple[str, str], tuple[Any, float]] = {}
         self._places: dict[tuple[str, str], dict[str, float]] = {}  # place id -> when it expires
         self._lock = threading.Lock()
-        self.counts = MemoryCounts()
+        self._counts = MemoryCounts()
 
     def get(self, space: str, key: str, failed: Any = None) -> Any:
         """The live value under ``key``, else ``None`` (memory never fails: ``failed`` is not used)."""
@@ -98,8 +102,8 @@ class MemoryStore:
         with self._lock:
             self._entries.pop((space, key), None)
 
-    def take(self, space: str, key: str, limit: int, ttl: float) -> str | None:
-        """One of at most ``limit`` places under ``key``, held until given back or ``ttl`` seconds
+    def reserve(self, space: str, key: str, limit: int, ttl: float) -> str | None:
+        """One of at most ``limit`` places under ``key``, held until unreserved or ``ttl`` seconds
         pass: its id, or ``None`` when every place is held."""
         now = self.clock()
         with self._lock:
@@ -112,11 +116,11 @@ class MemoryStore:
             self._places[(space, key)] = held
             return place
 
-    def give_back(self, space: str, key: str, place: str) -> None:
+    def unreserve(self, space: str, key: str, reservation: str) -> None:
         with self._lock:
             held = self._places.get((space, key))
             if held is not None:
-                held.pop(place, None)
+                held.pop(reservation, None)
                 if not held:
                     del self._places[(space, key)]
 
@@ -125,6 +129,12 @@ class MemoryStore:
         now = self.clock()
         with self._lock:
             return max(0.0, min(self._places.get((space, key), {}).values(), default=now) - now)
+
+    def acquire(self, space: str, key: str, limit: int) -> bool:
+        return self._counts.acquire(space, key, limit)
+
+    def release(self, space: str, key: str) -> None:
+        self._counts.release(space, key)
 
     def _make_room(self) -> None:
         if len(self._entries) < self.max_entries:
@@ -141,6 +151,8 @@ class MemoryStore:
 
 class SqliteStore:
     """The store shared by the processes of one instance: one SQLite file in its runtime directory."""
+
+    shared = True
 
     def __init__(self, path: str, max_entries: int = 100_000, clock: Callable[[], float] = time.time) -> None:
         """Raises ``sqlite3.Error`` or ``OSError`` when the file cannot be used (one that is not a
@@ -160,7 +172,7 @@ class SqliteStore:
             self._recover(exc)
             self._connect()
         directory = os.path.dirname(path)
-        self.counts: SharedCounts | PlacesCounts = open_counts(directory) or PlacesCounts(self)
+        self._counts: Counts = open_counts(directory) or PlacesCounts(self)
         self._expiries = open_expiries(directory, self._last_expiry)
 
     def get(self, space: str, key: str, failed: Any = None) -> Any:
@@ -197,14 +209,14 @@ class SqliteStore:
     def delete(self, space: str, key: str) -> None:
         self._statement("DELETE FROM entries WHERE space = ? AND key = ?", (space, key))
 
-    def take(self, space: str, key: str, limit: int, ttl: float) -> str | None:
-        """:meth:`MemoryStore.take`, counted across the instance's processes (a dead one's places are
+    def reserve(self, space: str, key: str, limit: int, ttl: float) -> str | None:
+        """:meth:`MemoryStore.reserve`, counted across the instance's processes (a dead one's places are
         free; ``None`` too when the store fails). One statement while there is room; only a full key
         is looked at more closely."""
         def room(db: sqlite3.Connection) -> str | None:
             place, now = secrets.token_hex(8), self.clock()
             try:
-                taken = db.execute(TAKE_IF_ROOM, (space, key, place, os.getpid(), now + ttl,
+                taken = db.execute(RESERVE_IF_ROOM, (space, key, place, os.getpid(), now + ttl,
                                                   space, key, now, limit)).rowcount == 1
             except sqlite3.OperationalError as exc:
                 if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY_SNAPSHOT:
@@ -229,8 +241,8 @@ class SqliteStore:
 
         return self._write(room, None, atomic=False) or self._write(insert, None)
 
-    def give_back(self, space: str, key: str, place: str) -> None:
-        self._statement("DELETE FROM places WHERE space = ? AND key = ? AND place = ?", (space, key, place))
+    def unreserve(self, space: str, key: str, reservation: str) -> None:
+        self._statement("DELETE FROM places WHERE space = ? AND key = ? AND place = ?", (space, key, reservation))
 
     def next_free(self, space: str, key: str) -> float:
         def soonest(db: sqlite3.Connection) -> float:
@@ -240,10 +252,18 @@ class SqliteStore:
 
         return self._run(soonest, WAIT_WHEN_FAILED_S)
 
+    def acquire(self, space: str, key: str, limit: int) -> bool:
+        """:meth:`MemoryStore.acquire`, counted across the instance's processes (refused while the
+        counts fail)."""
+        return self._counts.acquire(space, key, limit)
+
+    def release(self, space: str, key: str) -> None:
+        self._counts.release(space, key)
+
     def close(self) -> None:
         with self._lock:
             self._disconnect()
-        self.counts.close()
+        self._counts.close()
         if self._expiries is not None:
             self._expiries.close()
 
@@ -417,24 +437,24 @@ class SqliteStore:
 
 
 class PlacesCounts:
-    """The store's ``counts`` kept as its places, when ``counts.bin`` cannot be used (say, its
-    filesystem is full): still counted across the instance (a database write per place taken and
-    per place given back), and refused while the store fails."""
+    """The store's counts kept as its reservations, when ``counts.bin`` cannot be used (say, its
+    filesystem is full): still counted across the instance (a database write per place acquired and
+    per place released), and refused while the store fails."""
 
     def __init__(self, store: SqliteStore) -> None:
         self._store = store
         self._held: dict[tuple[str, str], list[str]] = {}  # the places this process holds
         self._lock = threading.Lock()
 
-    def take(self, space: str, key: str, limit: int) -> bool:
-        place = self._store.take(COUNTED + space, key, limit, HELD_S)
+    def acquire(self, space: str, key: str, limit: int) -> bool:
+        place = self._store.reserve(COUNTED + space, key, limit, HELD_S)
         if place is None:
             return False
         with self._lock:
             self._held.setdefault((space, key), []).append(place)
         return True
 
-    def give_back(self, space: str, key: str) -> None:
+    def release(self, space: str, key: str) -> None:
         with self._lock:
             held = self._held.get((space, key))
             if not held:
@@ -442,7 +462,7 @@ class PlacesCounts:
             place = held.pop()
             if not held:
                 del self._held[(space, key)]
-        self._store.give_back(COUNTED + space, key, place)
+        self._store.unreserve(COUNTED + space, key, place)
 
     def close(self) -> None:
         pass
@@ -467,7 +487,7 @@ def check_runtime_dir(directory: str) -> None:
                           "state there and trusts nobody else's: use a directory of its own")
 
 
-def open_store(directory: str | None, max_entries: int = 100_000) -> MemoryStore | SqliteStore:
+def open_store(directory: str | None, max_entries: int = 100_000) -> InstanceStore:
     """The instance's store in ``directory``; without one (stdio, a single process), memory. Raises
     :class:`ConfigError` when the directory or the store in it cannot be used."""
     if not directory:

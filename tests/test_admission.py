@@ -15,6 +15,9 @@ from colabhive_mcp.transports.http.admission import long_request_places
 
 from .http_server import HttpServer, client
 from .test_http import MODERN, modern, post, rpc
+from .waiting import wait_until
+
+pytestmark = pytest.mark.slow
 
 SSE_ACCEPT = {"Accept": "text/event-stream"}
 
@@ -64,13 +67,6 @@ def echo(server, key):
     return answer.json()["result"]
 
 
-def wait_for(condition, timeout=15):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def health_time(server):
     started = time.perf_counter()
     assert requests.get(server.root + "/healthz", timeout=30).status_code == 200
@@ -84,7 +80,7 @@ def test_a_worker_keeps_threads_for_short_requests_whatever_holds_the_others(gat
     with server(gateway_sandbox.url, "--http-workers", "1", http_threads=8, http_long_requests=3) as one:
         with concurrent.futures.ThreadPoolExecutor(3) as pool:
             held = [pool.submit(call, one, key, 4) for key in holders]
-            wait_for(lambda: len(journal("invoke")) == 3)
+            assert wait_until(lambda: len(journal("invoke")) == 3, timeout=15)
             refused = call(one, DEMO_KEY_B, 0)
             assert refused.status_code == 503 and refused.headers["Retry-After"] == "5"
             assert refused.json()["error"]["code"] == -31429 and "3 places" in refused.json()["error"]["message"]
@@ -105,7 +101,7 @@ def test_calls_per_key_are_counted_by_the_instance_through_evictions(gateway_san
     with server(gateway_sandbox.url, "--http-workers", "2", tenant_max_concurrent=2, pool_size=1) as two:
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             held = [pool.submit(call, two, DEMO_KEY, 3) for _ in range(2)]
-            wait_for(lambda: len(journal("invoke")) == 2)
+            assert wait_until(lambda: len(journal("invoke")) == 2, timeout=15)
             for _ in range(4):  # whichever worker answers, and after the key's tenant was evicted there
                 assert not echo(two, DEMO_KEY_B).get("isError")
                 refused = echo(two, DEMO_KEY)
@@ -131,7 +127,7 @@ def test_streams_per_key_and_their_maximum_age(gateway_sandbox, sandbox):
                 pass
             held.close()
         assert time.monotonic() - started < 10
-        wait_for(lambda: open_sse(two, DEMO_KEY).status_code == 200)  # the places came back
+        assert wait_until(lambda: open_sse(two, DEMO_KEY).status_code == 200, timeout=15)  # the places came back
 
 
 def test_new_keys_are_checked_with_the_gateway_at_a_bounded_rate(gateway_sandbox, sandbox, journal):

@@ -97,6 +97,7 @@ def test_a_kept_call_is_found_only_by_the_key_that_made_it():
     assert kept.follow_up(mine, "inv_1") == key
 
 
+@pytest.mark.slow
 def test_another_key_naming_a_kept_invocation_leaves_it_to_its_key(config, sandbox, journal):
     """Even when the gateway shows key B key A's invocation, B's continuation neither claims A's kept
     call nor forgets it: A's retry still attaches to the work instead of running the tool again."""

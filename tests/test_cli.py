@@ -20,6 +20,8 @@ from colabhive_mcp.sandbox import DEMO_KEY
 from .http_server import SECRET, HttpServer
 from .test_stdio import server_env
 
+pytestmark = pytest.mark.slow
+
 MISSING = "key missing: set COLABHIVE_API_KEY (or try --sandbox)"
 
 

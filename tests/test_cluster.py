@@ -21,6 +21,8 @@ from .http_server import SECRET, log_events
 from .nginx import ROOT, binary, free_address
 from .test_http import MODERN, initialize, modern, post, rpc, sdk_session
 
+pytestmark = pytest.mark.cluster
+
 TTL = 2.0
 TASKS = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
 

@@ -20,6 +20,8 @@ from .http_server import client
 from .test_admission import server
 from .test_http import ACCEPT_BOTH, MODERN, initialize, post
 
+pytestmark = pytest.mark.slow
+
 
 def tools_list(session, url, key):
     """A 2026 tools/list from ``session``'s address."""

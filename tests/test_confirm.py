@@ -17,6 +17,8 @@ from .http_server import HttpServer
 from .test_protocol import Client as CoreClient
 from .test_stdio import server_env
 
+pytestmark = pytest.mark.real_clients
+
 CONTACT = {"name": "Ada", "email": "ada@example.com"}
 
 

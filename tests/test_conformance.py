@@ -15,6 +15,8 @@ from colabhive_mcp.sandbox import DEMO_KEY
 
 from .http_server import HttpServer
 
+pytestmark = pytest.mark.real_clients
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "conformance.sh"
 
 

@@ -5,10 +5,14 @@ import sys
 
 from jsonschema import Draft202012Validator
 
+import pytest
+
 from colabhive_mcp.cli.demo import CALLS, KEYS_URL
 from colabhive_mcp.sandbox.catalogue import default_actions
 
 from .test_stdio import server_env
+
+pytestmark = pytest.mark.slow
 
 
 def test_every_demo_call_passes_what_its_tools_input_schema_asks():

@@ -18,6 +18,8 @@ from .http_server import HttpServer, SourceAdapter
 from .nginx import Nginx
 from .test_http import ACCEPT_BOTH
 
+pytestmark = pytest.mark.cluster
+
 UNIT = Path(__file__).resolve().parent.parent / "conf" / "systemd" / "colabhive-mcp.service"
 
 

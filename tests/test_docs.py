@@ -24,6 +24,8 @@ sys.path.insert(0, str(DOCS / "_ext"))
 
 import settings_reference  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 def entry_text(page: str, anchor: str) -> str:
     """What the reference says about one setting: its entry's text, from its anchor to the next one."""

@@ -27,6 +27,9 @@ from colabhive_mcp.sandbox.contract import fingerprint
 
 from .http_server import HttpServer, free_port
 from .test_http import initialize, modern, rpc
+from .waiting import wait_until
+
+pytestmark = pytest.mark.slow
 
 # -- the settings of the servers under test, and the bounds they imply -------------------------
 
@@ -156,13 +159,6 @@ def in_background(function, *args, **kwargs):
     return thread, outcome
 
 
-def until(condition, seconds=10.0):
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return condition()
-
-
 def struck(fault, count):
     """How many requests a rule added with ``count`` has hit so far."""
     return count - (fault.count or 0)
@@ -172,7 +168,7 @@ def settle(sandbox, rules):
     """Wait until every request a hang rule struck has ended upstream (the sandbox journals a hung
     request only when it drops it), so nothing of this test lands in the next test's journal."""
     hung = sum(struck(fault, count) for fault, count in rules if fault.kind == "hang")
-    assert until(lambda: sum(e["fault"] == "hang" for e in sandbox.journal_entries()) >= hung, HANG_S + 10)
+    assert wait_until(lambda: sum(e["fault"] == "hang" for e in sandbox.journal_entries()) >= hung, HANG_S + 10)
 
 
 def assert_clear(answer):
@@ -294,7 +290,7 @@ def test_fault_matrix(faulty, sandbox, case):
 
     thread, outcome = in_background(call, faulty, name, arguments)
     if hangs:  # (b) during the hang: the other key is served while this call waits
-        assert until(lambda: struck(*rules[0]) > 0, 15), "the hang was never reached"
+        assert wait_until(lambda: struck(*rules[0]) > 0, 15), "the hang was never reached"
         assert_other_key_served(faulty, sandbox)
         assert thread.is_alive(), "the other key's call should have been served while the gateway hung"
     answer = outcome()
@@ -424,7 +420,7 @@ def test_a_gateway_that_refuses_connections_then_comes_back():
             assert "cannot check this API key" in refused.text and "Connection refused" in refused.text
             assert not any(leak in refused.body for leak in ("Traceback", 'File "', "hive_demo", "Bearer"))
             assert refused.seconds < MANIFEST_BOUND
-        assert until(lambda: server.events_since(0, "manifest.unavailable"))
+        assert wait_until(lambda: server.events_since(0, "manifest.unavailable"))
         # the same process serves again as soon as the gateway is back
         with Sandbox(port=port) as revived:
             other = call(server, *OTHER[:2], key=DEMO_KEY_B)
@@ -465,7 +461,7 @@ def test_a_failing_manifest_route_serves_the_cached_copy_and_logs_it(revalidatin
 
     thread, outcome = in_background(list_tools, server)
     if fault.kind == "hang":  # (b) the other key is served while this key's manifest fetch hangs
-        assert until(lambda: struck(fault, spec["count"]) > 0, 15)
+        assert wait_until(lambda: struck(fault, spec["count"]) > 0, 15)
         assert_other_key_served(server, sandbox)
         assert thread.is_alive(), "the other key's call should have been served during the hang"
     listed = outcome()
@@ -477,7 +473,7 @@ def test_a_failing_manifest_route_serves_the_cached_copy_and_logs_it(revalidatin
     assert_clear(called)
     assert called.kind == "ok" and INSTANT[2] in called.text and called.seconds < INVOKE_BOUND, called.body
     # ... and the staleness is logged, with what went wrong and without the key
-    assert until(lambda: server.events_since(mark, "manifest.stale"))
+    assert wait_until(lambda: server.events_since(mark, "manifest.stale"))
     stale = [e for e in server.events_since(mark, "manifest.stale") if e.get("tenant") == ApiKey.of(DEMO_KEY).log_id]
     assert stale and all(error in e["error"] and e["etag"] for e in stale), stale
     settle(sandbox, rules)

@@ -4,6 +4,7 @@ for every request, nothing for notifications and responses, and never a crash.""
 import json
 import threading
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from colabhive_mcp.config import Config
@@ -68,6 +69,7 @@ def _valid_id(message):
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(frames, json_values))
+@pytest.mark.slow
 def test_any_frame_gets_one_well_formed_answer_or_none(message):
     session = Session(id="fuzz", version="2025-11-25")
     cancelled = threading.Event()
@@ -79,6 +81,7 @@ def test_any_frame_gets_one_well_formed_answer_or_none(message):
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(frames, max_size=5))
+@pytest.mark.slow
 def test_batches_never_crash(messages):
     session = Session(id="fuzz-batch", version="2025-03-26")
     answer = SERVER.handle_batch(messages, session=session, tenant=TENANT)

@@ -276,6 +276,7 @@ class Bomb:
         self.httpd.server_close()
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_is_a_clear_error_not_gigabytes_in_memory():
     import tracemalloc
 

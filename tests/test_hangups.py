@@ -13,12 +13,7 @@ import pytest
 from colabhive_mcp.transports.http import hangups
 from colabhive_mcp.transports.http.hangups import HangupWatch, peer_closed
 
-
-def wait_for(condition, seconds=10.0):
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return condition()
+from .waiting import wait_until
 
 
 def watchers():
@@ -33,10 +28,10 @@ def test_a_hang_up_sets_the_event_and_the_watcher_leaves_when_idle():
         assert len(watchers()) == 1
         other_client.sendall(b"pipelined bytes are not a hang-up")
         client_end.close()
-        assert wait_for(hung_up.is_set)
+        assert wait_until(hung_up.is_set)
         time.sleep(0.2)
         assert not still_there.is_set()
-    assert wait_for(lambda: not watchers())
+    assert wait_until(lambda: not watchers())
     for s in (server_end, other_server, other_client):
         s.close()
 
@@ -91,7 +86,7 @@ def test_urgent_data_alone_is_not_a_hang_up_and_never_blocks_the_check(blocking)
     time.sleep(0.1)
     assert judged(server) is False
     client.close()
-    assert wait_for(lambda: judged(server) is True)
+    assert wait_until(lambda: judged(server) is True)
     server.close()
 
 
@@ -135,7 +130,7 @@ def test_a_reset_a_close_and_a_socket_closed_under_us_are_hang_ups():
     server, client = tcp_pair()
     client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     client.close()  # RST
-    assert wait_for(lambda: peer_closed(server))
+    assert wait_until(lambda: peer_closed(server))
     server.close()
     assert peer_closed(server)
     a, b = socket.socketpair()
@@ -164,5 +159,5 @@ def test_a_check_under_way_when_the_call_ends_does_not_hang_it_up(monkeypatch):
     server_end.close()  # as gunicorn does once the answer is written
     client_end.close()
     go_on.set()
-    assert wait_for(lambda: not watchers())
+    assert wait_until(lambda: not watchers())
     assert not hung_up.is_set()

@@ -21,7 +21,9 @@ from colabhive_mcp.protocol import Server
 from colabhive_mcp.tenant import Tenant
 
 from .test_protocol import Client
-from .test_stdio import wait_until
+from .waiting import wait_until
+
+pytestmark = pytest.mark.slow
 
 CONTINUATION = "com.colabhive/continuation"
 

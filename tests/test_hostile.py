@@ -103,6 +103,7 @@ async def sdk_lists_and_calls_everything(target):
         return tools, results
 
 
+@pytest.mark.real_clients
 def test_the_official_sdk_lists_and_calls_the_hostile_manifest(hostile):
     target = StdioServerParameters(command=sys.executable, args=["-m", "colabhive_mcp", "stdio", "--api-url",
                                                                  hostile.url], env=server_env(COLABHIVE_API_KEY=DEMO_KEY))

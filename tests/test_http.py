@@ -17,6 +17,8 @@ from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
 from .http_server import HttpServer, rpc_messages
 
+pytestmark = pytest.mark.slow
+
 ACCEPT_BOTH = "application/json, text/event-stream"
 MODERN = "2026-07-28"
 
@@ -76,6 +78,7 @@ async def sdk_session(url, key, mode):
 
 
 @pytest.mark.parametrize("mode,version", [("legacy", "2025-11-25"), ("auto", MODERN)])
+@pytest.mark.real_clients
 def test_official_sdk_with_two_keys_sees_only_each_keys_tools(hosted, mode, version):
     for key, own, other in ((DEMO_KEY, "alpha-classifier", "beta-sentiment"),
                             (DEMO_KEY_B, "beta-sentiment", "alpha-classifier")):
@@ -94,6 +97,7 @@ async def sdk_with_key(url, key, mode):
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.real_clients
 def test_the_official_sdk_with_an_unknown_key_is_told_the_key_was_rejected(hosted, mode):
     with pytest.raises(Exception) as caught:
         anyio.run(sdk_with_key, hosted.url, "hive_nobody_knows_this_key", mode)

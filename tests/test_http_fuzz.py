@@ -31,6 +31,8 @@ from .fuzzing import (ACCEPT_BOTH, CANCELLED_PREFIX, CAPS_KEY, JSON_TYPE, LEGACY
                       json_values, kind_of, mcp_name_header, modern_meta, objects, plain_ids, request_ids, same_id,
                       strict_json, text, weighted, wrapped)
 
+pytestmark = pytest.mark.slow
+
 known_tools = st.sampled_from(["echo", "test_simple_text", "no-such-tool", "colabhive__wait_for_result",
                               "colabhive__get_invocation"])
 tool_names = st.one_of(known_tools, known_tools, text)

@@ -13,6 +13,8 @@ from colabhive_mcp.sandbox import DEMO_KEY
 from .hostile_manifest import HOSTILE
 from .test_stdio import server_env
 
+pytestmark = pytest.mark.real_clients
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "inspector.sh"
 
 

@@ -6,10 +6,14 @@ import time
 
 import requests
 
+import pytest
+
 from colabhive_mcp.sandbox import DEMO_KEY
 
 from .http_server import HttpServer, log_events
 from .test_http import initialize, modern, rpc
+
+pytestmark = pytest.mark.slow
 
 
 def events(server, name):

@@ -76,6 +76,7 @@ def test_a_wait_that_ends_after_an_unanswered_poll_is_unknown_not_pending():
     assert outcome.state == "pending"  # the gateway's latest word: still running
 
 
+@pytest.mark.slow
 def test_a_poll_never_waits_past_the_end_of_the_wait():
     class Slow(ScriptedGateway):
         def get_invocation(self, invocation_id, timeout=None):

@@ -24,6 +24,8 @@ from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
 from .http_server import HttpServer, rpc_messages
 
+pytestmark = pytest.mark.slow
+
 ACCEPT_BOTH = "application/json, text/event-stream"
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"

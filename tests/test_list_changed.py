@@ -13,7 +13,10 @@ from colabhive_mcp.sandbox import DEMO_KEY
 
 from .http_server import HttpServer
 from .test_http import initialize
-from .test_stdio import server_env, wait_until
+from .test_stdio import server_env
+from .waiting import wait_until
+
+pytestmark = pytest.mark.slow
 
 NEW_TOOL = {"name": "fresh-tool", "description": "new", "sideEffects": [], "inputSchema": {"type": "object"}}
 LISTEN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}

@@ -4,11 +4,16 @@ import datetime
 import json
 import subprocess
 import sys
+import time
+
+import pytest
 
 from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 
 from .test_stdio import server_env
+
+pytestmark = pytest.mark.slow
 
 PLANTED = "hive_planted_secret_0123456789"
 
@@ -39,14 +44,17 @@ def events(records, name):
 
 
 def test_a_session_logs_every_event_with_its_fields(sandbox, tmp_path):
+    sandbox.faults.add(route="manifest", kind="latency", seconds=0.3, count=1)  # a fetch of known length
+    began = time.monotonic()
     records, failed, raw = run_session(sandbox, tmp_path)
+    session_ms = (time.monotonic() - began) * 1000
     started = events(records, "mcp.session.started")[0]
     assert started["client"] == "colabhive-demo" and started["client_version"] == "1"
     assert started["protocol_version"] == "2025-11-25" and started["transport"] == "stdio"
     assert started["profile"] == "unknown"
     fetched = events(records, "manifest.fetched")[0]
     assert fetched["status"] == 200 and fetched["tools"] > 10 and fetched["bytes"] > 0 and fetched["etag"]
-    assert fetched["duration_ms"] >= 0
+    assert 300 <= fetched["duration_ms"] < session_ms  # milliseconds, of the fetch alone
     invoked = {r["tool"]: r for r in events(records, "mcp.tool.invoked")}
     assert invoked["echo"]["mode"] == "sync" and invoked["echo"]["status"] == "succeeded"
     assert invoked["batch-report"]["mode"] == "polled" and invoked["batch-report"]["polls"] >= 1

@@ -13,8 +13,9 @@ from .http_server import HttpServer
 from .oauth_flow import Flow, Pages, pkce, query
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="Debian's chromium and chromium-driver are not "
-                                "installed (apt-get install chromium chromium-driver; .ci/run does as root)")
+pytestmark = [pytest.mark.real_clients, pytest.mark.skipif(
+    not (CHROMIUM and DRIVER), reason="Debian's chromium and chromium-driver are not installed "
+    "(apt-get install chromium chromium-driver; .ci/run does as root)")]
 
 
 @pytest.fixture(scope="module")

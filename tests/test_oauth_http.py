@@ -15,6 +15,8 @@ from .http_server import HttpServer, SECRET, log_events
 from .oauth_flow import Flow, Pages, pkce, query
 from .test_http import initialize, modern, rpc
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def server(gateway_sandbox):

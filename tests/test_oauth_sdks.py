@@ -20,6 +20,8 @@ from colabhive_mcp.sandbox import DEMO_KEY
 from .http_server import HttpServer, log_events
 from .oauth_flow import REDIRECT, query
 
+pytestmark = pytest.mark.real_clients
+
 TOKEN_TTL_S = 5
 
 

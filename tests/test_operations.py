@@ -5,10 +5,14 @@ import re
 
 import requests
 
+import pytest
+
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
 from .http_server import HttpServer, free_port
 from .test_http import modern
+
+pytestmark = pytest.mark.slow
 
 
 def metric(text, name, **labels):

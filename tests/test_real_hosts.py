@@ -19,6 +19,8 @@ from colabhive_mcp.sandbox import DEMO_KEY
 from .http_server import HttpServer
 from .test_stdio import server_env
 
+pytestmark = pytest.mark.real_clients
+
 CUTOFF_MS = 4000
 JOB_S = 10
 

@@ -13,7 +13,9 @@ from colabhive_mcp.transports.http.relay import MAX_MARKERS, MAX_PER_SESSION, Ca
 
 from .http_server import HttpServer
 from .test_http import initialize, post, rpc
-from .test_stdio import wait_until
+from .waiting import wait_until
+
+pytestmark = pytest.mark.slow
 
 
 class Heard:

@@ -10,10 +10,14 @@ import venv
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from colabhive_mcp import __version__
 from colabhive_mcp.cli.demo import StdioPeer
 
 from .test_stdio import server_env
+
+pytestmark = pytest.mark.release
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -82,7 +82,7 @@ def test_a_mapped_file_that_is_a_link_or_someone_elses_is_not_used(tmp_path, vic
         logger.remove(handler)
     assert victim.read_bytes() == b"precious" and os.path.getsize(os.path.join(directory, name)) == 0
     if name == counts.FILE_NAME:
-        assert isinstance(instance.counts, PlacesCounts) and isinstance(again.counts, PlacesCounts)
+        assert isinstance(instance._counts, PlacesCounts) and isinstance(again._counts, PlacesCounts)
         assert seen == ["counts.unavailable"] * 2
     else:
         assert instance._expiries is None and again._expiries is None and seen == ["expiries.unavailable"] * 2

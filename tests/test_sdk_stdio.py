@@ -8,6 +8,8 @@ from mcp import Client, StdioServerParameters
 
 from .test_stdio import server_env
 
+pytestmark = pytest.mark.real_clients
+
 SERVER = StdioServerParameters(command=sys.executable, args=["-m", "colabhive_mcp", "stdio", "--sandbox",
                                                              "--poll-initial", "0.1", "--poll-max-interval", "0.5"],
                                env=server_env())

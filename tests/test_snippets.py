@@ -14,6 +14,8 @@ from colabhive_mcp.cli.demo import StdioPeer
 
 from .test_stdio import server_env
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS = ["claude-desktop", "cursor", "claude-code", "n8n", "vscode"]
 HOSTED = "https://mcp.example.com/mcp"

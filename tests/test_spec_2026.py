@@ -17,6 +17,8 @@ from .http_server import HttpServer, rpc_messages
 from .test_http import initialize, modern, post, rpc
 from .test_stdio import server_env
 
+pytestmark = pytest.mark.slow
+
 MODERN = "2026-07-28"
 VERSION = "io.modelcontextprotocol/protocolVersion"
 CAPS = "io.modelcontextprotocol/clientCapabilities"

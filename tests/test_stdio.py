@@ -12,6 +12,10 @@ import pytest
 from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 
+from .waiting import wait_until
+
+pytestmark = pytest.mark.slow
+
 
 def server_env(**extra):
     """The test's environment without COLABHIVE_ settings or a user's config file, plus ``extra``."""
@@ -31,15 +35,6 @@ def peer(sandbox):
         peer.process.kill()
         peer.process.wait()
     assert peer.unparsable == []  # nothing but JSON-RPC ever reached stdout
-
-
-def wait_until(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_sandbox_flag_runs_the_whole_product_with_no_account():

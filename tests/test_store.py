@@ -1,5 +1,6 @@
 """The instance store: what the workers of one instance agree on, in one SQLite file (or in memory)."""
 
+import inspect
 import multiprocessing
 import os
 import stat
@@ -9,32 +10,44 @@ import pytest
 
 from colabhive_mcp import expiries
 from colabhive_mcp.config import ConfigError
+from colabhive_mcp.state import InstanceStore
 from colabhive_mcp.store import MemoryStore, SqliteStore, open_store
 
+from .clock import FakeClock
 from .forked import holding
 
 
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
 @pytest.fixture(params=["memory", "sqlite"])
-def store(request, tmp_path):
-    made = MemoryStore(max_entries=50) if request.param == "memory" else SqliteStore(str(tmp_path / "i.db"), 50)
+def store(request, tmp_path, clock):
+    made = (MemoryStore(max_entries=50, clock=clock) if request.param == "memory"
+            else SqliteStore(str(tmp_path / "i.db"), 50, clock=clock))
     yield made
     made.close()
 
 
-def test_values_come_back_until_they_expire(store):
-    store.put("calls", "k", {"invocation": "inv_1", "state": "running"}, ttl=0.3)
+def test_values_come_back_until_they_expire(store, clock):
+    store.put("calls", "k", {"invocation": "inv_1", "state": "running"}, ttl=30)
     assert store.get("calls", "k") == {"invocation": "inv_1", "state": "running"}
     assert store.get("other", "k") is None and store.get("calls", "nope") is None
-    time.sleep(0.35)
+    clock.advance(29)
+    assert store.get("calls", "k") == {"invocation": "inv_1", "state": "running"}
+    clock.advance(1)
     assert store.get("calls", "k") is None
 
 
-def test_add_stores_only_what_is_not_there_yet(store):
+def test_add_stores_only_what_is_not_there_yet(store, clock):
     assert store.add("used", "state-1", True, ttl=10) is True
     assert store.add("used", "state-1", True, ttl=10) is False  # single use
     store.delete("used", "state-1")
-    assert store.add("used", "state-1", True, ttl=0.1) is True
-    time.sleep(0.15)
+    assert store.add("used", "state-1", True, ttl=5) is True
+    clock.advance(4)
+    assert store.add("used", "state-1", True, ttl=10) is False
+    clock.advance(1)
     assert store.add("used", "state-1", True, ttl=10) is True  # an expired entry does not count
 
 
@@ -64,9 +77,8 @@ def test_the_workers_of_an_instance_see_each_others_entries_and_nobody_else_can_
     assert stat.S_IMODE(os.stat(tmp_path / expiries.FILE_NAME).st_mode) == 0o600
 
 
-def test_a_read_of_a_key_no_live_entry_can_be_under_asks_no_database(tmp_path):
-    now = [1_000_000.0]
-    store = SqliteStore(str(tmp_path / "instance.db"), clock=lambda: now[0])
+def test_a_read_of_a_key_no_live_entry_can_be_under_asks_no_database(tmp_path, clock):
+    store = SqliteStore(str(tmp_path / "instance.db"), clock=clock)
     queries = []
     store._connect().set_trace_callback(queries.append)
     assert store.get("calls", "never stored") is None and queries == []  # the tool call's usual case
@@ -75,7 +87,7 @@ def test_a_read_of_a_key_no_live_entry_can_be_under_asks_no_database(tmp_path):
     assert store.get("calls", "k") == {"invocation": "inv_1"} and len(queries) == 1
     store.delete("calls", "k")
     assert store.get("calls", "k") is None  # deleted: its slot still says look, and the query finds nothing
-    now[0] += 31
+    clock.advance(31)
     queries.clear()
     assert store.get("calls", "k") is None and queries == []  # past every expiry under the slot
     assert store.add("used", "state", True, ttl=5) and not store.add("used", "state", True, ttl=5)
@@ -117,32 +129,43 @@ def test_a_connection_that_goes_away_is_replaced_without_a_word(tmp_path, warnin
     assert store.get("calls", "before") == 1 and warnings == []
 
 
-def test_places_are_limited_given_back_and_expire(store):
-    first, second = store.take("calls", "key", 2, ttl=60), store.take("calls", "key", 2, ttl=0.3)
+def test_reservations_are_limited_unreserved_and_expire(store, clock):
+    first, second = store.reserve("calls", "key", 2, ttl=60), store.reserve("calls", "key", 2, ttl=30)
     assert first and second and first != second
-    assert store.take("calls", "key", 2, ttl=60) is None  # both held
-    assert store.take("calls", "other key", 2, ttl=60)  # keys count apart
-    assert 0 < store.next_free("calls", "key") <= 0.3
-    store.give_back("calls", "key", first)
-    third = store.take("calls", "key", 2, ttl=60)
-    assert third and store.take("calls", "key", 2, ttl=60) is None
-    time.sleep(0.35)  # the second place expires
-    assert store.take("calls", "key", 2, ttl=60)
+    assert store.reserve("calls", "key", 2, ttl=60) is None  # both held
+    assert store.reserve("calls", "other key", 2, ttl=60)  # keys count apart
+    assert store.next_free("calls", "key") == 30
+    store.unreserve("calls", "key", first)
+    third = store.reserve("calls", "key", 2, ttl=60)
+    assert third and store.reserve("calls", "key", 2, ttl=60) is None
+    clock.advance(20)
+    assert store.next_free("calls", "key") == 10 and store.reserve("calls", "key", 2, ttl=60) is None
+    clock.advance(10)  # the second place expires
+    assert store.reserve("calls", "key", 2, ttl=60)
 
 
 def _hold(path, count, ready):
     store = SqliteStore(path)
     for _ in range(count):
-        assert store.take("calls", "key", 3, ttl=3600)
+        assert store.reserve("calls", "key", 3, ttl=3600)
     ready.set()
     time.sleep(3600)
 
 
-def test_places_are_counted_across_processes_and_a_dead_process_gives_its_places_back(tmp_path):
+def test_reservations_are_counted_across_processes_and_a_dead_process_gives_its_places_back(tmp_path):
     path = str(tmp_path / "instance.db")
     with holding(_hold, path, 2):
         store = SqliteStore(path)
-        assert store.take("calls", "key", 3, ttl=60)  # the third of three
-        assert store.take("calls", "key", 3, ttl=60) is None  # the other process holds two
-    assert store.take("calls", "key", 3, ttl=60) and store.take("calls", "key", 3, ttl=60)  # its two are free
-    assert store.take("calls", "key", 3, ttl=60) is None
+        assert store.reserve("calls", "key", 3, ttl=60)  # the third of three
+        assert store.reserve("calls", "key", 3, ttl=60) is None  # the other process holds two
+    assert store.reserve("calls", "key", 3, ttl=60) and store.reserve("calls", "key", 3, ttl=60)  # its two are free
+    assert store.reserve("calls", "key", 3, ttl=60) is None
+
+
+def test_both_stores_offer_the_instance_store_interface_as_it_is_written():
+    members = [name for name in vars(InstanceStore) if not name.startswith("_")]
+    assert {"get", "reserve", "acquire", "close"} <= set(members)
+    for made in (MemoryStore, SqliteStore):
+        assert made.shared is (made is SqliteStore)
+        for name in members:
+            assert inspect.signature(getattr(made, name)) == inspect.signature(getattr(InstanceStore, name)), name

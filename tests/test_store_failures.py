@@ -19,6 +19,8 @@ from colabhive_mcp.tools import Tool
 
 from .forked import holding
 
+pytestmark = pytest.mark.slow
+
 TOOL = Tool("crm-create-contact", {"name": "crm-create-contact"}, {})
 ARGUMENTS = {"name": "Ada"}
 
@@ -69,7 +71,7 @@ def test_while_the_database_stays_locked_confirmations_and_places_are_refused_wi
         for worker in workers:
             for _ in range(3):
                 assert worker.add("used-states", "state", True, 60) is False  # as if used: refused
-                assert worker.take("started", "key", 5, 60) is None  # a limit full, not one per worker
+                assert worker.reserve("started", "key", 5, 60) is None  # a limit full, not one per worker
                 assert worker.put("sessions", "s", {"ended": True}, 60) is False
         assert warnings == ["store.failed", "store.failed"]
     assert [worker.add("used-states", "state", True, 60) for worker in workers] == [True, False]
@@ -83,17 +85,17 @@ def fail(_store):
 def test_a_store_that_cannot_be_read_answers_what_refuses(tmp_path, monkeypatch, warnings):
     workers = [SqliteStore(str(tmp_path / "instance.db")) for _ in range(2)]
     for worker in workers:
-        assert worker.put("sessions", "s", {"ended": True}, 60) and worker.take("started", "key", 2, 60)
+        assert worker.put("sessions", "s", {"ended": True}, 60) and worker.reserve("started", "key", 2, 60)
     monkeypatch.setattr(SqliteStore, "_connect", fail)
     for worker in workers:
         assert worker.get("sessions", "s") is None  # what most readers take as "not there": refusing
         assert worker.get("sessions", "s", failed={"ended": True}) == {"ended": True}  # a session's end
         assert worker.add("used-states", "state", True, 60) is False
-        assert worker.take("started", "key", 5, 60) is None
+        assert worker.reserve("started", "key", 5, 60) is None
         assert worker.next_free("started", "key") == store.WAIT_WHEN_FAILED_S
         assert worker.put("calls", "k", 1, 60) is False
         worker.delete("calls", "k")
-        worker.give_back("started", "key", "place")
+        worker.unreserve("started", "key", "place")
     assert warnings == ["store.failed", "store.failed"]  # one per worker, not one per operation
 
 
@@ -139,46 +141,46 @@ def small_filesystem(tmp_path):
         subprocess.run(["umount", str(directory)], check=True)
 
 
-def _take_and_hold(directory, results, ready):
+def _acquire_and_hold(directory, results, ready):
     instance = open_store(directory)
-    results.put((type(instance.counts).__name__, instance.counts.take("calls", "key", 1)))
+    results.put((type(instance._counts).__name__, instance.acquire("calls", "key", 1)))
     ready.set()
     time.sleep(3600)
 
 
-def _take(directory, results):
-    results.put(open_store(directory).counts.take("calls", "key", 1))
+def _acquire(directory, results):
+    results.put(open_store(directory).acquire("calls", "key", 1))
 
 
 def test_workers_on_a_filesystem_too_full_for_the_counts_still_count_across_the_instance(small_filesystem):
     directory = small_filesystem(1 << 20)  # room for the database, not for counts.bin (2 MiB)
     context = multiprocessing.get_context("fork")
     results = context.Queue()
-    with holding(_take_and_hold, directory, results):
+    with holding(_acquire_and_hold, directory, results):
         assert results.get(timeout=10) == ("PlacesCounts", True)  # (a sparse counts.bin: SIGBUS, over and over)
-        second = context.Process(target=_take, args=(directory, results))
+        second = context.Process(target=_acquire, args=(directory, results))
         second.start()
         second.join(30)
         assert second.exitcode == 0 and results.get(timeout=10) is False  # the first worker holds the place
 
 
-def test_counts_kept_in_places_are_given_back_and_refused_while_the_store_fails(tmp_path, monkeypatch):
+def test_counts_kept_in_places_are_released_and_refused_while_the_store_fails(tmp_path, monkeypatch):
     instance = SqliteStore(str(tmp_path / "instance.db"))
     places = PlacesCounts(instance)
-    assert places.take("calls", "key", 2) and places.take("calls", "key", 2) and not places.take("calls", "key", 2)
-    places.give_back("calls", "key")
-    assert places.take("calls", "key", 2) and not places.take("calls", "key", 2)
+    assert places.acquire("calls", "key", 2) and places.acquire("calls", "key", 2) and not places.acquire("calls", "key", 2)
+    places.release("calls", "key")
+    assert places.acquire("calls", "key", 2) and not places.acquire("calls", "key", 2)
     monkeypatch.setattr(SqliteStore, "_connect", fail)
-    places.give_back("calls", "key")  # lost with the store: the place expires with its process
-    assert not places.take("calls", "other key", 2)
+    places.release("calls", "key")  # lost with the store: the place expires with its process
+    assert not places.acquire("calls", "other key", 2)
 
 
 def _serve(path, commands, answers):
     """A worker holding the store's files mapped, serving what it is asked until told to stop."""
     instance = SqliteStore(path)
     while (command := commands.get(timeout=30)) != "stop":
-        taken = instance.counts.take("calls", command, 1)
-        instance.counts.give_back("calls", command)
+        taken = instance.acquire("calls", command, 1)
+        instance.release("calls", command)
         instance.put("calls", command, {"invocation": command}, 60)
         answers.put((taken, instance.get("calls", command), instance.get("calls", "first")))
 

@@ -9,6 +9,8 @@ import pytest
 from .test_admission import server
 from .test_http import initialize, modern, rpc
 
+pytestmark = pytest.mark.slow
+
 EXTENSION = "io.modelcontextprotocol/tasks"
 WRITER = {"name": "slow-writer", "description": "writes something, slowly", "latencyClass": "slow",
           "sideEffects": ["writes"], "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}

@@ -48,6 +48,7 @@ def test_only_long_running_tools_offer_tasks(legacy):
     assert refused["error"]["code"] == -32601
 
 
+@pytest.mark.slow
 def test_core_tasks_create_get_result_and_bind_to_the_key(legacy, server, config):
     created = legacy.request("tools/call", {"name": "batch-report", "arguments": {"seconds": 2}, "task": {"ttl": 60000}})
     task = created["result"]["task"]
@@ -101,6 +102,7 @@ def test_older_sessions_have_no_tasks(server, tenant):
     assert "report ready" in plain["result"]["content"][0]["text"]  # the task field is ignored
 
 
+@pytest.mark.slow
 def test_extension_tasks_for_a_declaring_client(server, tenant):
     client = Client(server, tenant)
     discovered = client.modern("server/discover")["result"]
@@ -124,6 +126,7 @@ def test_extension_tasks_for_a_declaring_client(server, tenant):
     assert refused["error"]["data"] == {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
 
 
+@pytest.mark.slow
 def test_extension_failures_are_completed_error_results_and_cancel_acknowledges(server, tenant, journal):
     client = Client(server, tenant)
     failing = modern_task_call(client, "batch-report", {"seconds": 0.5, "fail": True})["result"]

@@ -19,7 +19,10 @@ from colabhive_mcp.sandbox import DEMO_KEY
 from .test_http import initialize, modern, post, rpc
 from .test_instance import events
 from .test_protocol import Client
-from .test_stdio import server_env, wait_until
+from .test_stdio import server_env
+from .waiting import wait_until
+
+pytestmark = pytest.mark.slow
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"

@@ -19,6 +19,8 @@ from colabhive_mcp.upgrade import GATES
 from .http_server import HttpServer, log_events
 from .test_stdio import server_env
 
+pytestmark = pytest.mark.slow
+
 # (0.3.4 flag and value, setting, the value it must have)
 FLAGS = [
     (["--allow-tools", "hive-*,echo"], "allow", ("hive-*", "echo")),

@@ -4,8 +4,12 @@ the master resolved them (0.3.4's spellings included)."""
 
 import os
 
+import pytest
+
 from .http_server import HttpServer
 from .test_http import initialize
+
+pytestmark = pytest.mark.slow
 
 SECRET = "f0" * 32
 RECORD_FORKS = """\

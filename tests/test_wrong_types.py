@@ -22,6 +22,8 @@ from .fuzzing import (CAPS_KEY, FUZZ, LEGACY, MODERN, VERSION_KEY, check_answer,
                       mcp_name_header, valid_id)
 from .test_stdio import server_env
 
+pytestmark = pytest.mark.slow
+
 WRONG = {"object": {"a": [None]}, "array": [{"a": None}], "number": 7, "true": True, "false": False, "null": None,
          "huge float": 1e308, "negative huge float": -1.7976931348623157e308, "tiny float": 5e-324,
          "big int": 2 ** 100, "string": "x"}

@@ -19,7 +19,7 @@ from ..policy import side_effects
 from ..results import error_result
 from ..revisions import revision
 from ..signing import Signer
-from ..store import MemoryStore, SqliteStore
+from ..state import InstanceStore
 from ..tools import Tool
 
 INPUT_KEY = "confirm"
@@ -78,7 +78,7 @@ class RequestStates:
     """The 2026 ``requestState``: which key may run which tool with which arguments, once, for a few
     minutes. A state that was used is remembered in the instance store until it expires."""
 
-    def __init__(self, secret: str | bytes, store: MemoryStore | SqliteStore) -> None:
+    def __init__(self, secret: str | bytes, store: InstanceStore) -> None:
         self._signer = Signer(secret, "r1.", STATE_MAX_AGE_S)
         self._store = store
 

@@ -9,7 +9,8 @@ import threading
 from dataclasses import dataclass, field
 
 from ..config import Config
-from ..store import MemoryStore, SqliteStore
+from ..state import InstanceStore
+from ..store import MemoryStore
 from .confirm import RequestStates
 from .inflight import InFlight
 from .task_ids import TaskIds
@@ -21,7 +22,7 @@ class Context:
     list_changed: bool = False  # the transport tells sessions when the tool list changes
     inflight: InFlight = field(default_factory=InFlight)
     stopping: threading.Event = field(default_factory=threading.Event)  # set by a draining shutdown
-    store: MemoryStore | SqliteStore = field(default_factory=MemoryStore)  # the instance's: single-use states
+    store: InstanceStore = field(default_factory=MemoryStore)  # the instance's: single-use states
     secret: str = field(init=False, repr=False)  # signs task ids, confirmation states (and HTTP session ids)
     task_ids: TaskIds = field(init=False)
     request_states: RequestStates = field(init=False)

@@ -23,7 +23,8 @@ from ..keys import KeyRejected
 from .. import logs
 from ..logs import log
 from ..policy import Policy
-from ..store import MemoryStore, SqliteStore
+from ..state import InstanceStore
+from ..store import MemoryStore
 from ..tenant import Tenant
 from . import calling, jsonrpc, lifecycle, listing, tasks
 from .context import Context
@@ -50,7 +51,7 @@ BATCH_VERSIONS = tuple(v for v, r in REVISIONS.items() if r.batches)
 class Server:
     """The MCP method table over tenants; thread-safe, one instance per process."""
 
-    def __init__(self, config: Config, list_changed: bool = False, store: MemoryStore | SqliteStore | None = None) -> None:
+    def __init__(self, config: Config, list_changed: bool = False, store: InstanceStore | None = None) -> None:
         """``list_changed``: the transport tells sessions when the tool list changes (stdio does);
         ``store``: the instance's (what its processes must agree on), else this process's memory."""
         self.config = config

@@ -6,6 +6,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+import pytest
 import requests
 
 from colabhive_mcp.sandbox import Sandbox
@@ -36,6 +37,7 @@ def _seconds(start: str, end: str) -> float:
     return (datetime.fromisoformat(end.replace("Z", "+00:00")) - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
 
 
+@pytest.mark.slow
 def test_queued_job_runs_step_by_step_then_succeeds(alpha: Any) -> None:
     started = alpha.invoke("test_tool_with_progress")
     assert started.status_code == 202
@@ -63,6 +65,7 @@ def test_sync_holds_until_a_short_job_is_done(alpha: Any) -> None:
     assert 0.45 <= elapsed < 2.0
 
 
+@pytest.mark.slow
 def test_batch_job_outlives_sync_timeout_and_ends_completed_on_time(alpha: Any) -> None:
     started = time.monotonic()
     held = alpha.invoke("batch-report", {"seconds": 2}, sync=True, sync_timeout_s=1)

@@ -20,7 +20,7 @@ from ...oauth.grants import ACCESS_PREFIX, Grants
 from ...oauth.metadata import Endpoints
 from ...pool import TenantPool
 from ...protocol import jsonrpc, key_rejected
-from ...store import MemoryStore, SqliteStore
+from ...state import InstanceStore
 from ...tenant import Tenant
 from .incoming import Headers, HttpRequest
 from .wire import INVALID_TOKEN, HttpError, busy
@@ -29,7 +29,7 @@ KEY_SHAPE = f"{MIN_KEY_CHARS} to {MAX_KEY_CHARS} characters of A-Z a-z 0-9 . _ ~
 
 
 class Tenancy:
-    def __init__(self, config: Config, store: MemoryStore | SqliteStore) -> None:
+    def __init__(self, config: Config, store: InstanceStore) -> None:
         """``store``: the instance's, where calls kept for a retry, rejected keys, the limits' counts
         and the last good manifests are shared."""
         self.instance = Instance.of(config, store)

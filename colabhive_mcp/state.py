@@ -1,0 +1,76 @@
+"""What the worker processes of one instance share, as one interface: :class:`InstanceStore`.
+
+Three kinds of state, each with its own verbs, so that no name means two things:
+
+- *values*, under a space and a key, that expire (``get``, ``put``, ``add``, ``delete``): calls a
+  retry may attach to, used confirmations, last good manifests;
+- *reservations*, at most so many under one key at once, each until its time is up or it is
+  unreserved (``reserve``, ``unreserve``, ``next_free``): calls started per minute, keys checked per
+  minute, rejected keys per address;
+- *counts* of places held until released (``acquire``, ``release``): calls running, streams and
+  waits held open. They are on every call's path.
+
+:class:`colabhive_mcp.store.MemoryStore` keeps them in one process (stdio, a single process);
+:class:`colabhive_mcp.store.SqliteStore` shares them between the processes of an instance. How the
+latter does it is its own business: values and reservations in SQLite; counts in a table every
+worker maps into memory (:mod:`colabhive_mcp.counts`, or its database when the table cannot be
+made); and, to spare most reads a query, a second mapped table of when entries expire
+(:mod:`colabhive_mcp.expiries`). Both mapped tables are :class:`colabhive_mcp.mapped.MappedFile`.
+
+The instance has a fourth cross-process mechanism that is deliberately not part of this interface:
+the cancel relay of the HTTP transport (:mod:`colabhive_mcp.transports.http.relay`), which drops
+marker files that every worker looks for. It is a message to every worker, each of which must act on
+it once, not state read under a key; only the transport needs it (a legacy cancellation reaching
+another gunicorn worker than the call's), and the core never imports a transport.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class InstanceStore(Protocol):
+    """The state the workers of an instance agree on. A store that cannot tell answers what refuses."""
+
+    shared: bool  # whether other processes see what this store holds
+
+    def get(self, space: str, key: str, failed: Any = None) -> Any:
+        """The live value under ``key``, else ``None``; ``failed`` when the store cannot tell."""
+
+    def put(self, space: str, key: str, value: Any, ttl: float) -> bool:
+        """Store ``value`` under ``key`` for ``ttl`` seconds; whether it was stored."""
+
+    def add(self, space: str, key: str, value: Any, ttl: float) -> bool:
+        """Store ``value`` unless the key holds an unexpired one; whether it was stored."""
+
+    def delete(self, space: str, key: str) -> None:
+        """Forget the value under ``key``."""
+
+    def reserve(self, space: str, key: str, limit: int, ttl: float) -> str | None:
+        """One of at most ``limit`` reservations under ``key``, for ``ttl`` seconds unless unreserved
+        sooner: its id, or ``None`` when all are taken."""
+
+    def unreserve(self, space: str, key: str, reservation: str) -> None:
+        """End ``reservation`` before its time is up."""
+
+    def next_free(self, space: str, key: str) -> float:
+        """Seconds until the first reservation under ``key`` ends by itself (0: one is free)."""
+
+    def acquire(self, space: str, key: str, limit: int) -> bool:
+        """One more place held under ``key``, unless ``limit`` are held; whether it was acquired."""
+
+    def release(self, space: str, key: str) -> None:
+        """Give back a place acquired under ``key``."""
+
+    def close(self) -> None:
+        """Let go of what the store holds open."""
+
+
+class Counts(Protocol):
+    """Places held under a key until released: the counts behind :meth:`InstanceStore.acquire`."""
+
+    def acquire(self, space: str, key: str, limit: int) -> bool: ...
+
+    def release(self, space: str, key: str) -> None: ...
+
+    def close(self) -> None: ...
