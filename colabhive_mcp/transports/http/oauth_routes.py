@@ -102,7 +102,7 @@ class OAuthRoutes:
         """``POST /authorize``: the user's answer; a code only for a key the gateway accepts."""
         address = client_address(request)
         limit = self.config.oauth_consents_per_minute
-        if limit and self.store.take(CONSENTS, address, limit, 60.0) is None:
+        if limit and self.store.reserve(CONSENTS, address, limit, 60.0) is None:
             refused(OAuthError("rate_limited", "too many consent forms from one address"))
             answer = _page(error_page(f"More than {limit} attempts from your address in a minute: wait a minute, "
                                       "then try again."), 429, None)
