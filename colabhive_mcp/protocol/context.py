@@ -7,12 +7,14 @@ from __future__ import annotations
 import secrets
 import threading
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..config import Config
 from ..state import InstanceStore
 from ..store import MemoryStore
 from .confirm import RequestStates
 from .inflight import InFlight
+from .request import Session
 from .task_ids import TaskIds
 
 
@@ -26,6 +28,7 @@ class Context:
     secret: str = field(init=False, repr=False)  # signs task ids, confirmation states (and HTTP session ids)
     task_ids: TaskIds = field(init=False)
     request_states: RequestStates = field(init=False)
+    session_changed: Callable[[Session], None] = lambda _session: None  # a transport keeps what a session set
 
     def __post_init__(self) -> None:
         self.secret = self.config.session_secret or secrets.token_hex(32)  # stdio: one process, made up

@@ -27,14 +27,6 @@ def is_modern(message: Any) -> bool:
     return method_of(message) != "initialize" and META_VERSION in meta_of(message)
 
 
-def wants_notifications(message: Any, session_log_level: str | None = None) -> bool:
-    """Whether serving this request may send notifications before its answer: a tool call with a
-    progress token, or one whose client asked for log messages."""
-    meta = meta_of(message)
-    return method_of(message) == "tools/call" and (
-        "progressToken" in meta or META_LOG_LEVEL in meta or session_log_level is not None)
-
-
 def envelope_error(meta: dict[str, Any]) -> JsonRpcError | None:
     """What is wrong with a 2026 request's ``params._meta`` (a malformed request: over HTTP, a 400),
     or ``None``.

@@ -11,6 +11,7 @@ from ..logs import log
 from . import tasks
 from ..revisions import LEGACY_VERSIONS, SUPPORTED_VERSIONS, revision
 from .eras import LOG_LEVELS, META_SUBSCRIPTION
+from .context import Context
 from .jsonrpc import INVALID_PARAMS, JsonRpcError
 from .request import Request, Session
 
@@ -54,12 +55,13 @@ def discover(request: Request) -> dict[str, Any]:
             "instructions": INSTRUCTIONS, "ttlMs": 3_600_000, "cacheScope": "public"}
 
 
-def set_level(request: Request) -> dict[str, Any]:
+def set_level(context: Context, request: Request) -> dict[str, Any]:
     level = request.params.get("level")
     if level not in LOG_LEVELS:
         raise JsonRpcError(INVALID_PARAMS, f"Invalid log level: {level!r}; use one of {', '.join(LOG_LEVELS)}")
     assert request.session is not None  # a legacy-only method
     request.session.log_level = level
+    context.session_changed(request.session)
     return {}
 
 

@@ -32,11 +32,12 @@ from ..revisions import REVISIONS, revision
 from .eras import (META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, META_VERSION,
                    envelope_error)
 from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
+from .plan import Plan, plan
 from .request import Narrowing, Request, Session
 
 Handler = Callable[[Context, Request], dict[str, Any]]
 LEGACY_METHODS: dict[str, Handler] = {
-    "logging/setLevel": lambda context, request: lifecycle.set_level(request),
+    "logging/setLevel": lifecycle.set_level,
     "tools/list": lambda context, request: listing.tools_list(request, context.config),
     "tools/call": calling.tools_call,
     "tasks/get": tasks.get, "tasks/result": tasks.result, "tasks/cancel": tasks.cancel}
@@ -56,6 +57,14 @@ class Server:
         ``store``: the instance's (what its processes must agree on), else this process's memory."""
         self.config = config
         self.context = Context(config, list_changed, store=store or MemoryStore())
+
+    def on_session_change(self, hook: Callable[[Session], None]) -> None:
+        """Let a transport keep what a legacy session set (its log level) where its other workers see it."""
+        self.context.session_changed = hook
+
+    def plan(self, message: Any, session: Session | None = None) -> Plan:
+        """What a transport must know of ``message`` before serving it (see :mod:`.plan`)."""
+        return plan(message, session, self.config.confirm_side_effects)
 
     # -- entry points -----------------------------------------------------------------------
 

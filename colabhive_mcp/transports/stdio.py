@@ -26,7 +26,6 @@ from ..protocol import Server, Session, key_rejected
 from ..tenant import Tenant
 from .workers import Workers
 
-INLINE_METHODS = frozenset({"initialize"})  # answered before the next line is read
 PREFETCH_AFTER_S = 0.5  # after the handshake, which must not wait for the gateway
 READ_CHUNK = 1 << 16
 TEARDOWN_S = 1.5  # how long ended requests may take to stop their work upstream and answer (hosts wait 2 s)
@@ -115,11 +114,12 @@ class StdioTransport:
         except JsonRpcError as exc:
             self.write(jsonrpc.error(None, exc))
             return
+        plan = self.server.plan(message)
         if isinstance(message, list):
             self.workers.submit(self._run, self.server.handle_batch, message)
-        elif isinstance(message, dict) and "id" in message and jsonrpc.method_of(message) not in INLINE_METHODS:
+        elif plan.request and not plan.opens:
             self.workers.submit(self._run, self.server.handle, message)
-        else:  # notifications (e.g. cancellation) take effect before the next line is read
+        else:  # the handshake, notifications (a cancellation) and answers: in effect before the next line is read
             self._run(self.server.handle, message)
 
     def _run(self, handler: Any, message: Any) -> None:

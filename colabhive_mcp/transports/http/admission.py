@@ -12,18 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any
 
 from ... import metrics
 from ...config import Config
 from ...keys import ApiKey
 from ...limits import BUSY_RETRY_S, LimitReached, Limits
-from ...protocol import jsonrpc
 from .wire import busy
-
-LONG_METHODS = frozenset({"tools/call", "tasks/result", "subscriptions/listen"})
-HELD_METHODS = frozenset({"tasks/result", "subscriptions/listen"})  # open for as long as the client likes
-
 
 def long_request_places(config: Config) -> int:
     """``http_long_requests``, or the worker's threads less a quarter (at least four kept free)."""
@@ -35,13 +29,6 @@ def share(places: int, held_by_others: int) -> int:
     """The most places of a worker's ``places`` one key may hold while other keys hold
     ``held_by_others``: half of what they leave (at least one), so it shrinks as the worker fills."""
     return max(1, (places - held_by_others) // 2)
-
-
-def holds_long(message: Any) -> tuple[bool, bool]:
-    """Whether a request (or batch) may hold its thread for long, and whether it is a stream or wait."""
-    messages = message if isinstance(message, list) else [message]
-    methods = {jsonrpc.method_of(m) for m in messages}
-    return bool(methods & LONG_METHODS), bool(methods & HELD_METHODS)
 
 
 class Admission:

@@ -56,6 +56,7 @@ class McpApp:
                             self.core.cancel_relayed, self.core.running) if config.runtime_dir else None
         admission = Admission(config, self.tenancy.limits)
         self.streamable = Streamable(self.core, config, self.tenancy, admission, streams, sessions, relay)
+        self.core.on_session_change(self.streamable.remember)
         self.legacy_sse = LegacySse(self.core, self.tenancy, admission, streams, sessions)
         self.operations = Operations(config, self.tenancy)
         self.oauth = OAuthRoutes(config, self.tenancy) if self.tenancy.grants is not None else None

@@ -26,12 +26,12 @@ from ...config import Config
 from ...keys import ApiKey
 from ...logs import log
 from ...protocol import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS, Server, Session, jsonrpc
-from ...protocol.confirm import may_ask
-from ...protocol.eras import META_VERSION, envelope_error, is_modern, wants_notifications
+from ...protocol.eras import META_VERSION, envelope_error
+from ...protocol.plan import Plan
 from ...protocol.jsonrpc import JsonRpcError
 from ...revisions import revision
 from ...tenant import Tenant
-from .admission import Admission, holds_long
+from .admission import Admission
 from .hangups import HangupWatch
 from .incoming import HttpRequest
 from .relay import CancelRelay
@@ -81,8 +81,9 @@ class Streamable:
             message: Any = jsonrpc.decode(body(request))
         except JsonRpcError as exc:
             message = exc
+        plan = self.core.plan(message)
         with contextlib.ExitStack() as lease:  # the key is checked first: a rejected one is a 401 here
-            session = self._session_of(request, key) if light(message) else None
+            session = self._session_of(request, key) if plan.light else None
             if session is None:
                 caller = Caller(key, lease.enter_context(self.tenancy.tenant(key, address)), lease)
             else:  # a session of a key the gateway accepted: no need to ask it again (it may hang)
@@ -90,37 +91,37 @@ class Streamable:
                 caller = Caller(key, None, lease, session)
             if isinstance(message, JsonRpcError):
                 return json_response(jsonrpc.error(None, message), 400)
-            long, held = holds_long(message)
-            if long:  # a place for as long as the answer takes (an SSE answer takes the lease along)
-                self.admission.admit(lease, key, held=held)
+            if plan.long:  # a place for as long as the answer takes (an SSE answer takes the lease along)
+                self.admission.admit(lease, key, held=plan.held)
             try:
-                if is_modern(message):
-                    return self._modern(request, message, caller, wanted)
-                return self._legacy(request, message, caller, wanted)
+                if plan.modern:
+                    return self._modern(request, message, plan, caller, wanted)
+                return self._legacy(request, message, plan, caller, wanted)
             except HttpError:
                 raise
             except Exception:  # answered as the core answers its own surprises: -32603 with the request's id
                 answer = failed(message)
                 return Response(status=202) if answer is None else json_response(answer, 200)
 
-    def _modern(self, request: HttpRequest, message: dict[str, Any], caller: Caller, wanted: set[str]) -> Answer:
+    def _modern(self, request: HttpRequest, message: dict[str, Any], plan: Plan, caller: Caller,
+                wanted: set[str]) -> Answer:
         """2026-07-28: stateless, with the routing headers checked against the body."""
         mismatch = header_mismatch(request, message)
         error = JsonRpcError(jsonrpc.HEADER_MISMATCH, mismatch) if mismatch else envelope_error(jsonrpc.meta_of(message))
         if error is not None:
             return json_response(jsonrpc.error(jsonrpc.request_id(message), error), 400)
-        if "id" not in message:
+        if not plan.request:
             return Response(status=202)
-        if message.get("method") == "subscriptions/listen" and SSE not in wanted:
+        if plan.listens and SSE not in wanted:
             raise HttpError(406, jsonrpc.INVALID_REQUEST, f"subscriptions/listen answers with {SSE}: Accept it")
         session = Session(id=f"modern:{random.getrandbits(64):016x}", transport="streamable-http")  # this process's own
-        return self._answer(message, caller, session, request, MODERN_STATUS_BY_CODE,
-                            stream=_wants_stream(message, wanted), takes_json=JSON in wanted)
+        return self._answer(message, plan, caller, session, request, MODERN_STATUS_BY_CODE,
+                            stream=_streamed(plan, wanted), takes_json=JSON in wanted)
 
-    def _legacy(self, request: HttpRequest, message: Any, caller: Caller, wanted: set[str]) -> Answer:
-        if jsonrpc.method_of(message) == "initialize" and "id" in message:
+    def _legacy(self, request: HttpRequest, message: Any, plan: Plan, caller: Caller, wanted: set[str]) -> Answer:
+        if plan.opens:
             session = self.sessions.new_session()
-            response = self._answer(message, caller, session, request, STATUS_BY_CODE, stream=JSON not in wanted)
+            response = self._answer(message, plan, caller, session, request, STATUS_BY_CODE, stream=JSON not in wanted)
             if session.version is not None:
                 response.headers["Mcp-Session-Id"] = self.sessions.issue(session, caller.key)
                 log.bind(session=session.id, tenant=caller.key.log_id, transport="streamable-http"
@@ -132,24 +133,25 @@ class Streamable:
             answer = self.core.handle_batch(message, session=session, tenant=caller.tenant, narrow=narrowing(request),
                                             trace=request.headers)
             return Response(status=202) if answer is None else json_response(answer, 200)
-        if not (isinstance(message, dict) and "id" in message and "method" in message):
+        if not plan.request:
             answer = self.core.handle(message, tenant=caller.tenant, session=session)
             cancelled = cancelled_request(message)
             if self.relay is not None and cancelled is not None:
                 self.relay.publish(session.id, *cancelled)  # the call may run in another worker
             return Response(status=202) if answer is None else json_response(answer, status_of(answer, STATUS_BY_CODE))
+        plan = self.core.plan(message, session)  # within its session: its log level, its capabilities
         resumable = self.streams.events is not None and session.version is not None and revision(
             session.version).resumable
-        stream = _wants_stream(message, wanted, session.log_level) or (
-            SSE in wanted and message.get("method") == "tools/call" and (
-                resumable or may_ask(self.config.confirm_side_effects, session.capabilities)))
-        response = self._answer(message, caller, session, request, STATUS_BY_CODE, stream=stream, resumable=resumable,
-                                takes_json=JSON in wanted)
-        if message.get("method") == "logging/setLevel" and session.log_level:
-            self.store.put(SESSIONS, session.id, {"log_level": session.log_level}, self.config.session_max_age)
-        return response
+        stream = _streamed(plan, wanted) or (SSE in wanted and plan.calls and (resumable or plan.asks))
+        return self._answer(message, plan, caller, session, request, STATUS_BY_CODE, stream=stream,
+                            resumable=resumable, takes_json=JSON in wanted)
 
-    def _answer(self, message: dict[str, Any], caller: Caller, session: Session, http_request: HttpRequest,
+    def remember(self, session: Session) -> None:
+        """The core's hook: what a session's later requests must know, for any worker (its log level)."""
+        if session.log_level and session.transport == "streamable-http":
+            self.store.put(SESSIONS, session.id, {"log_level": session.log_level}, self.config.session_max_age)
+
+    def _answer(self, message: dict[str, Any], plan: Plan, caller: Caller, session: Session, http_request: HttpRequest,
                 statuses: dict[int, int], *, stream: bool, resumable: bool = False, takes_json: bool = False) -> Answer:
         """Serve one request as a JSON body, or as an SSE stream when it will send notifications (a
         stream refused at once is a JSON body too, for a client that ``takes_json``)."""
@@ -170,10 +172,10 @@ class Streamable:
             return json_response(answer, status_of(answer, statuses))
 
         if stream:
-            max_age = self.config.stream_max_age if message.get("method") == "subscriptions/listen" else None
+            max_age = self.config.stream_max_age if plan.listens else None
             return self.streams.answer(run, session if resumable else None, max_age=max_age,
                                        plain=plain if takes_json else None)
-        sock = socket_of(http_request.environ) if message.get("method") == "tools/call" else None
+        sock = socket_of(http_request.environ) if plan.calls else None
         with self.hangups.watching(sock) as hung_up:
             return plain(run(lambda _n: None, hung_up))
 
@@ -249,15 +251,6 @@ class Streamable:
         return Response(status=204)
 
 
-def light(message: Any) -> bool:
-    """Whether ``message`` is a legacy notification, an answer to a request of ours or a ``ping``:
-    served with no tenant within a session (whose id is signed for a key the gateway accepted), so
-    they never wait for a gateway that hangs."""
-    if not isinstance(message, dict) or is_modern(message):
-        return False
-    return "id" not in message or "method" not in message or message["method"] == "ping"
-
-
 def _check_legacy_version(version: str | None) -> None:
     """Refuse a request whose ``MCP-Protocol-Version`` header is not a handshake revision: a 2026 one
     whose body lacks its ``_meta`` (-32020, so a dual-era client does not take this server for a
@@ -272,8 +265,6 @@ def _check_legacy_version(version: str | None) -> None:
                     data={"supported": list(SUPPORTED_VERSIONS), "requested": version})
 
 
-def _wants_stream(message: dict[str, Any], wanted: set[str], log_level: str | None = None) -> bool:
-    """SSE when the client takes only SSE, or when this request will send notifications."""
-    if JSON not in wanted or jsonrpc.method_of(message) == "subscriptions/listen":
-        return True
-    return SSE in wanted and wants_notifications(message, log_level)
+def _streamed(plan: Plan, wanted: set[str]) -> bool:
+    """SSE when the client takes only SSE, for a listen, or when notifications come before the answer."""
+    return JSON not in wanted or plan.listens or (SSE in wanted and plan.notifies)
