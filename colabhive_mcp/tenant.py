@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from . import results, metrics
 from .config import Config
@@ -35,7 +35,32 @@ class UnknownTool(LookupError):
 
 
 class Unreachable(Exception):
-    """The gateway failed a request about this key's work; the message says so for a person."""
+    """The gateway failed a request about this key's work; the message says so for a person, and
+    the gateway's own status and ``Retry-After`` (when it answered) are kept."""
+
+    def __init__(self, message: str, status: int | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message, self.status, self.retry_after = message, status, retry_after
+
+    @classmethod
+    def of(cls, exc: GatewayError, message: str) -> Unreachable:
+        return cls(message, exc.status, exc.retry_after)
+
+
+class Refused(Exception):
+    """A call refused before the gateway hears of it: ``result`` is the ``isError`` answer that says why."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__(result["content"][0]["text"])
+        self.result = result
+
+
+class Prepared(NamedTuple):
+    """A call ready to run: the tool, its catalogue, and the arguments it gets."""
+
+    catalog: Catalog
+    tool: Tool
+    arguments: dict[str, Any]
 
 
 class Tenant:
@@ -90,7 +115,7 @@ class Tenant:
         try:
             return self.manifest.refresh()
         except ManifestError as exc:
-            raise Unreachable(str(exc)) from None
+            raise Unreachable(str(exc)) from exc
 
     def watch(self, stop: threading.Event, on_change: Callable[[], None]) -> None:
         """Until ``stop`` is set: revalidate the manifest as it expires, and call ``on_change``
@@ -119,7 +144,7 @@ class Tenant:
             invocation = self.gateway.invoke(tool.slug, arguments, sync=False)
         except GatewayError as exc:
             place.close()
-            raise Unreachable(results.gateway_failure(tool.name, exc)) from None
+            raise Unreachable.of(exc, results.gateway_failure(tool.name, exc)) from exc
         except BaseException:
             place.close()
             raise
@@ -143,7 +168,7 @@ class Tenant:
         except GatewayError as exc:
             if exc.status == 404:
                 return None
-            raise Unreachable(f"cannot reach ColabHive: {exc.message}") from None
+            raise Unreachable.of(exc, f"cannot reach ColabHive: {exc.message}") from exc
 
     def wait(self, invocation: dict[str, Any], cancelled: threading.Event, max_wait: float) -> dict[str, Any] | None:
         """Follow the work until it is terminal (then the invocation), or ``None`` when the wait ends
@@ -151,7 +176,7 @@ class Tenant:
         try:
             outcome = follow(self.gateway, invocation, cancelled=cancelled, max_wait=max_wait, backoff=self.backoff)
         except GatewayError as exc:
-            raise Unreachable(exc.message) from None
+            raise Unreachable.of(exc, exc.message) from exc
         return outcome.invocation if outcome.state == "done" else None
 
     def stop(self, invocation_id: str) -> dict[str, Any] | None:
@@ -160,7 +185,7 @@ class Tenant:
         try:
             return self.gateway.cancel(invocation_id)
         except GatewayError as exc:
-            raise Unreachable(f"cannot reach ColabHive to stop it: {exc.message}") from None
+            raise Unreachable.of(exc, f"cannot reach ColabHive to stop it: {exc.message}") from exc
 
     def catalog(self, profile: Profile = UNKNOWN) -> Catalog:
         """The tools of the current manifest for this client profile (built once per manifest)."""
@@ -178,28 +203,27 @@ class Tenant:
         return waits.get(entry.get("kind") or "", waits.get(entry.get("latencyClass") or "", self.config.poll_max_wait))
 
     def prepare(self, name: str, arguments: dict[str, Any], profile: Profile = UNKNOWN,
-                narrow: Policy | None = None) -> tuple[Catalog, Tool] | dict[str, Any]:
-        """The tool to run, or the ``isError`` result that refuses the call without the gateway.
-
-        Keys the client's host is known to inject (e.g. n8n's ``toolCallId``) are dropped from
-        ``arguments`` when the tool's schema does not ask for them. Raises :class:`UnknownTool`.
-        """
+                narrow: Policy | None = None) -> Prepared:
+        """The tool to run and the arguments it gets: those given, less the keys the client's host is
+        known to inject (e.g. n8n's ``toolCallId``) that the tool's schema does not ask for (the
+        caller's own are left alone). Raises :class:`UnknownTool`, and :class:`Refused` for a call
+        refused without the gateway (no tool list, a hidden tool, wrong arguments)."""
         try:
             catalog = self.catalog(profile)
         except ManifestError as exc:
-            return results.error_result(f"The ColabHive tool list is unavailable: {exc}")
+            raise Refused(results.error_result(f"The ColabHive tool list is unavailable: {exc}")) from exc
         tool = catalog.by_name.get(name)
         if tool is None:
             raise UnknownTool(name)
         refusal = tool.refusal or (narrow.refusal(tool.entry, tool.builtin) if narrow is not None else None)
         if refusal is not None:
-            return results.error_result(f"Tool {name!r} is not available on this server: {refusal}.")
+            raise Refused(results.error_result(f"Tool {name!r} is not available on this server: {refusal}."))
         declared = (tool.entry.get("inputSchema") or {}).get("properties") or {}
-        for key in profile.drop_arguments:
-            if key in arguments and key not in declared:
-                del arguments[key]
-        problem = tool.argument_errors(arguments)
-        return results.error_result(problem) if problem is not None else (catalog, tool)
+        kept = {k: v for k, v in arguments.items() if k not in profile.drop_arguments or k in declared}
+        problem = tool.argument_errors(kept)
+        if problem is not None:
+            raise Refused(results.error_result(problem))
+        return Prepared(catalog, tool, kept)
 
     def call_tool(self, name: str, arguments: dict[str, Any], options: CallOptions) -> dict[str, Any] | None:
         """Run one tool and return its ``CallToolResult`` (``None`` once cancelled): its result, or a
@@ -209,10 +233,10 @@ class Tenant:
         to give instead (e.g. the user declined). Raises :class:`UnknownTool` and
         :class:`KeyRejected`; every other failure is an ``isError`` result.
         """
-        prepared = self.prepare(name, arguments, options.profile, options.narrow)
-        if isinstance(prepared, dict):
-            return prepared
-        catalog, tool = prepared
+        try:
+            catalog, tool, arguments = self.prepare(name, arguments, options.profile, options.narrow)
+        except Refused as refused:
+            return refused.result
         stop = options.gate(tool, arguments) if options.gate is not None else None
         if stop is not None:
             return stop

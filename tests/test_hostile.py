@@ -8,9 +8,11 @@ import anyio
 import pytest
 from mcp import Client as SdkClient, StdioServerParameters
 
+from colabhive_mcp.gateway import GatewayError
+from colabhive_mcp.profiles import NAMES
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY
-from colabhive_mcp.tenant import Tenant
+from colabhive_mcp.tenant import Tenant, Unreachable
 
 from .hostile_manifest import HOSTILE
 from .test_protocol import Client
@@ -75,6 +77,17 @@ def test_injected_argument_keys_are_dropped_unless_the_schema_wants_them(sandbox
     assert json.loads(echoed["content"][0]["text"]) == {"q": "x"}
     kept = client.call("wants-id", {"toolCallId": "call_123"})["result"]
     assert json.loads(kept["content"][0]["text"]) == {"toolCallId": "call_123"}
+    given = {"q": "x", "toolCallId": "call_123"}
+    prepared = tenant.prepare("echo-args", given, NAMES["n8n"])
+    assert prepared.arguments == {"q": "x"} and given == {"q": "x", "toolCallId": "call_123"}  # the caller's, untouched
+
+
+def test_a_gateway_failure_about_a_task_keeps_its_status_and_retry_after(tenant, sandbox):
+    sandbox.faults.add(route="poll", kind="status", status=503, retry_after=7, count=None)
+    with pytest.raises(Unreachable) as failed:
+        tenant.invocation("inv_0123456789abcdef")
+    assert failed.value.status == 503 and failed.value.retry_after == 7
+    assert isinstance(failed.value.__cause__, GatewayError)
 
 
 def test_a_capped_list_keeps_everything_reachable_through_search(config, sandbox):

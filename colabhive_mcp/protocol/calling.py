@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from .. import profiles, results
 from ..calls import CallOptions
-from ..tenant import UnknownTool
+from ..tenant import Refused, UnknownTool
 from ..tools import Tool
 from . import confirm, tasks
 from .context import Context
@@ -27,14 +27,15 @@ def tools_call(context: Context, request: Request) -> dict[str, Any]:
         raise JsonRpcError(INVALID_PARAMS, "tools/call params.arguments must be an object")
     try:
         if tasks.wanted(request):
-            prepared = request.tenant.prepare(name, arguments, request.profile, request.narrow)
-            if isinstance(prepared, dict):
-                return prepared  # refused before anything ran
-            tool, gate = prepared[1], _gate(context, request)
-            stop = gate(tool, arguments) if gate is not None and tool.long_running else None
+            try:
+                _, tool, kept = request.tenant.prepare(name, arguments, request.profile, request.narrow)
+            except Refused as refused:
+                return refused.result  # refused before anything ran
+            gate = _gate(context, request)
+            stop = gate(tool, kept) if gate is not None and tool.long_running else None
             if stop is not None:
                 return stop  # not confirmed: no task
-            task = tasks.create(context, request, tool, arguments)
+            task = tasks.create(context, request, tool, kept)
             if task is not None:
                 return task
         progress = request.progress_token is not None  # a host that resets its timer on progress hears it
