@@ -24,6 +24,7 @@ forwards the call with ``requests``), so the table shows what the project's own 
 from __future__ import annotations
 
 import argparse
+import compileall
 import datetime
 import json
 import os
@@ -49,7 +50,7 @@ from colabhive_mcp.cli.demo import StdioPeer  # noqa: E402
 from colabhive_mcp.protocol import Server, Session  # noqa: E402
 from colabhive_mcp.sandbox import API_PREFIX, DEMO_KEY  # noqa: E402
 from colabhive_mcp.tenant import Tenant  # noqa: E402
-from tests.http_server import HttpServer, free_port  # noqa: E402
+from tests.http_server import HttpServer, free_port, rpc_messages  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from baseline import BaselineServer, FloorServer, ServerProcess, version  # noqa: E402
@@ -381,6 +382,94 @@ def bench_stdio_startup(runs: int, baseline: str | None = None) -> dict[str, Any
     return percentiles(samples)
 
 
+def new_key(sandbox: Sandbox) -> str:
+    """A key the gateway accepts and no server has seen."""
+    key = f"hive_bench_new_{os.urandom(6).hex()}"
+    requests.post(sandbox.root_url + "/_sandbox/keys", json={"key": key}, timeout=10).raise_for_status()
+    return key
+
+
+def legacy_request(session: requests.Session, url: str, key: str, method: str, request_id: int,
+                   session_id: str | None = None, params: dict[str, Any] | None = None) -> requests.Response:
+    """One 2025-11-25 request to an HTTP server, with its session id once it has one."""
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method,
+                            **({"params": params} if params else {})}
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
+    if session_id:
+        headers.update({"Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"})
+    response = session.post(url, json=body, headers=headers, timeout=60)
+    response.raise_for_status()
+    return response
+
+
+def first_list(session: requests.Session, url: str, key: str) -> int:
+    """``initialize``, then the first ``tools/list`` on the same connection: how many tools it lists. (The
+    ``initialized`` notification, which neither server needs before a list, is left out: 0.3.4 answers
+    it with a 204 that has a body, which breaks the connection.)"""
+    hello = legacy_request(session, url, key, "initialize", 0, params={
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}})
+    session_id = hello.headers.get("Mcp-Session-Id")
+    answer = rpc_messages(legacy_request(session, url, key, "tools/list", 1, session_id))[-1]
+    return len(answer["result"]["tools"])
+
+
+def warm_without_key(url: str) -> None:
+    """What any request does first (imports, connections): keyless requests, each answered 401, on a few connections."""
+    for _ in range(8):
+        with requests.Session() as session:
+            response = session.post(url, json={"jsonrpc": "2.0", "id": 0, "method": "ping"}, timeout=30,
+                                    headers={"Accept": "application/json, text/event-stream"})
+            assert response.status_code == 401, response.status_code
+
+
+def bench_new_tenant(sandbox: Sandbox, trials: int, baseline: str | None = None) -> dict[str, Any]:
+    """A new tenant's ``initialize`` → first ``tools/list`` answer, each trial in a fresh server process
+    warmed with keyless requests (this package's, or the ``baseline`` Python's): wall time, and the
+    server's CPU for it."""
+    samples, cpu, tools = [], [], 0
+    for _ in range(trials):
+        server: Served = (BaselineServer(baseline, sandbox.root_url, free_port()) if baseline
+                          else HttpServer(sandbox.url))
+        try:
+            warm_without_key(server.url)
+            key = new_key(sandbox)
+            time.sleep(0.5)  # the server settles: its CPU counted below is this tenant's
+            with requests.Session() as session:
+                before, started = cpu_seconds(server.process.pid), time.perf_counter()
+                tools = first_list(session, server.url, key)
+                samples.append(time.perf_counter() - started)
+                cpu.append(cpu_seconds(server.process.pid) - before)
+        finally:
+            server.stop()
+    return {**percentiles(samples), "runs_ms": [round(s * 1000, 1) for s in samples], "tools": tools,
+            "server_cpu_ms": round(statistics.median(cpu) * 1000, 1)}
+
+
+def bench_stdio_first_list(sandbox: Sandbox, trials: int, baseline: str | None = None) -> dict[str, Any]:
+    """Spawn → the first ``tools/list`` answer of a stdio server (this package's, or the ``baseline``
+    Python's) on the gateway with the 1 MB manifest, as a host does: ``initialize``, then the list."""
+    argv, env, cwd = (baseline_stdio(baseline, sandbox.root_url) if baseline else
+                      ([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url, "--log-level",
+                        "error"], dict(os.environ), None))
+    samples, tools = [], 0
+    for _ in range(trials):
+        started = time.perf_counter()
+        peer = StdioPeer(argv, env={**env, "COLABHIVE_API_KEY": DEMO_KEY}, cwd=cwd)
+        try:
+            peer.initialize()
+            tools = len(peer.request("tools/list")["result"]["tools"])
+            samples.append(time.perf_counter() - started)
+        finally:
+            peer.close()
+    return {**percentiles(samples), "runs_ms": [round(s * 1000, 1) for s in samples], "tools": tools}
+
+
+def installed_bytecode() -> None:
+    """Compile the package's bytecode, as installing a wheel does (0.3.4's was, when pip installed it):
+    a checkout run with PYTHONDONTWRITEBYTECODE would compile every module at every start."""
+    compileall.compile_dir(str(ROOT / "colabhive_mcp"), quiet=1)
+
+
 def median_run(runs: list[dict[str, Any]], figure: str) -> dict[str, Any]:
     """The run whose ``figure`` is the median, with every run's ``figure`` beside it."""
     value = (lambda run: run[figure]) if figure in runs[0] else (lambda run: run["server"][figure])
@@ -405,8 +494,10 @@ def main() -> int:
         print(render_table(json.loads(Path(args.table).read_text()), args.table))
         return 0
     logs.configure("error")
+    installed_bytecode()
     mode = "quick" if args.quick else "full"
     n, repeat = (20, args.repeat or 1) if args.quick else (400, args.repeat or 3)
+    cold_trials = 2 if args.quick else 7
     results: dict[str, Any] = {"run": run_facts(mode, repeat)}
     with Sandbox(page_size=100, cold_start_s=2) as sandbox:
         add_big_manifest(sandbox)
@@ -416,6 +507,8 @@ def main() -> int:
             "overhead_stdio": lambda: median_run([bench_overhead_stdio(sandbox, n) for _ in range(repeat)],
                                                  "added_p50_ms"),
             "tools_list_warm": lambda: bench_tools_list(sandbox, n),
+            "new_tenant_first_list": lambda: bench_new_tenant(sandbox, cold_trials),
+            "stdio_first_list": lambda: bench_stdio_first_list(sandbox, cold_trials),
             "cold_tools_list_100_threads": lambda: bench_cold_list(sandbox, 100),
             "polls_for_job": lambda: bench_polls(sandbox, 5 if args.quick else 60),
             "tenancy": lambda: bench_tenancy(sandbox, 8 if args.quick else 64),
@@ -436,7 +529,7 @@ def main() -> int:
         if "throughput_8_clients" in chosen:
             results["floor"] = measure_floor(sandbox, repeat, args.quick)
         if args.baseline:
-            results["baseline"] = measure_baseline(args.baseline, sandbox, chosen, n, repeat, args.quick)
+            results["baseline"] = measure_baseline(args.baseline, sandbox, chosen, n, repeat, args.quick, cold_trials)
     print_table(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
@@ -446,11 +539,15 @@ def main() -> int:
 
 
 def measure_baseline(python: str, sandbox: Sandbox, chosen: list[str], n: int, repeat: int,
-                     quick: bool) -> dict[str, Any]:
+                     quick: bool, cold_trials: int) -> dict[str, Any]:
     """The figures an older release has too, measured the same way against the same gateway."""
     measured: dict[str, Any] = {"version": version(python)}
     if "stdio_startup_ms" in chosen:
         measured["stdio_startup_ms"] = bench_stdio_startup(2 if quick else 10, python)
+    if "new_tenant_first_list" in chosen:
+        measured["new_tenant_first_list"] = bench_new_tenant(sandbox, cold_trials, python)
+    if "stdio_first_list" in chosen:
+        measured["stdio_first_list"] = bench_stdio_first_list(sandbox, cold_trials, python)
     server = BaselineServer(python, sandbox.root_url, free_port())
     try:
         if "overhead_http" in chosen:
