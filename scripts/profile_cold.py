@@ -19,11 +19,12 @@ from __future__ import annotations
 import argparse
 import os
 import pstats
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -100,8 +101,6 @@ def hosted(sandbox: Sandbox, directory: Path) -> pstats.Stats:
         warm_without_key(server.url)
         key = new_key(sandbox)
         (directory / "go").touch()
-        import requests
-
         with requests.Session() as session:
             started = time.perf_counter()
             first_list(session, server.url, key)
