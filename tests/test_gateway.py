@@ -319,6 +319,7 @@ def test_depth_is_judged_on_the_text_with_strings_skipped():
     assert not too_deep("[" * 512 + "]" * 512) and too_deep("[" * 513 + "]" * 513)
     assert too_deep('{"a":' * 1000)  # unclosed counts too: the parser would recurse before failing
     assert not too_deep('["' + "[" * 1000 + '"]') and not too_deep('["\\"' + "{" * 1000 + '"]')
+    assert too_deep('["\\\\"' + "[" * 1000 + "]" * 1001)  # the quote after an escaped backslash ends the string
 
 
 def test_a_tenant_finds_its_connection_pool_once_and_still_works_after_its_session_closed(sandbox):

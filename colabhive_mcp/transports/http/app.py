@@ -15,6 +15,8 @@ import os
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
+import jsonschema  # noqa: F401  (imported as the worker starts, not by a new tenant's first call: see create_app)
+import requests  # noqa: F401
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Response
 
@@ -148,7 +150,9 @@ def check_config(config: Config) -> None:
 
 
 def create_app(config: Config | None = None) -> McpApp:
-    """The WSGI app, configured from the environment (and ``$COLABHIVE_MCP_CONFIG``) by default."""
+    """The WSGI app, configured from the environment (and ``$COLABHIVE_MCP_CONFIG``) by default. Its
+    module imports the gateway client's HTTP stack and the argument checker as the worker starts (stdio
+    leaves them to the first request that needs them): a new tenant's first request does not pay for them."""
     if config is None:
         config = load().config
         configure(config.log_level, config.log_format, file=config.log_file)
