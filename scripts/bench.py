@@ -422,46 +422,59 @@ def warm_without_key(url: str) -> None:
             assert response.status_code == 401, response.status_code
 
 
-def bench_new_tenant(sandbox: Sandbox, trials: int, baseline: str | None = None) -> dict[str, Any]:
-    """A new tenant's ``initialize`` → first ``tools/list`` answer, each trial in a fresh server process
-    warmed with keyless requests (this package's, or the ``baseline`` Python's): wall time, and the
+def new_tenant_trial(sandbox: Sandbox, baseline: str | None = None) -> dict[str, Any]:
+    """A new tenant's ``initialize`` → first ``tools/list`` answer in a fresh server process (this
+    package's, or the ``baseline`` Python's) warmed with keyless requests: the wall time, and the
     server's CPU for it."""
-    samples, cpu, tools = [], [], 0
-    for _ in range(trials):
-        server: Served = (BaselineServer(baseline, sandbox.root_url, free_port()) if baseline
-                          else HttpServer(sandbox.url))
-        try:
-            warm_without_key(server.url)
-            key = new_key(sandbox)
-            time.sleep(0.5)  # the server settles: its CPU counted below is this tenant's
-            with requests.Session() as session:
-                before, started = cpu_seconds(server.process.pid), time.perf_counter()
-                tools = first_list(session, server.url, key)
-                samples.append(time.perf_counter() - started)
-                cpu.append(cpu_seconds(server.process.pid) - before)
-        finally:
-            server.stop()
-    return {**percentiles(samples), "runs_ms": [round(s * 1000, 1) for s in samples], "tools": tools,
-            "server_cpu_ms": round(statistics.median(cpu) * 1000, 1)}
+    server: Served = BaselineServer(baseline, sandbox.root_url, free_port()) if baseline else HttpServer(sandbox.url)
+    try:
+        warm_without_key(server.url)
+        key = new_key(sandbox)
+        time.sleep(0.5)  # the server settles: its CPU counted below is this tenant's
+        with requests.Session() as session:
+            before, started = cpu_seconds(server.process.pid), time.perf_counter()
+            tools = first_list(session, server.url, key)
+            return {"s": time.perf_counter() - started, "cpu_s": cpu_seconds(server.process.pid) - before,
+                    "tools": tools}
+    finally:
+        server.stop()
 
 
-def bench_stdio_first_list(sandbox: Sandbox, trials: int, baseline: str | None = None) -> dict[str, Any]:
+def stdio_list_trial(sandbox: Sandbox, baseline: str | None = None) -> dict[str, Any]:
     """Spawn → the first ``tools/list`` answer of a stdio server (this package's, or the ``baseline``
     Python's) on the gateway with the 1 MB manifest, as a host does: ``initialize``, then the list."""
     argv, env, cwd = (baseline_stdio(baseline, sandbox.root_url) if baseline else
                       ([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url, "--log-level",
                         "error"], dict(os.environ), None))
-    samples, tools = [], 0
+    started = time.perf_counter()
+    peer = StdioPeer(argv, env={**env, "COLABHIVE_API_KEY": DEMO_KEY}, cwd=cwd)
+    try:
+        peer.initialize()
+        tools = len(peer.request("tools/list")["result"]["tools"])
+        return {"s": time.perf_counter() - started, "tools": tools}
+    finally:
+        peer.close()
+
+
+def cold_runs(trial: Callable[..., dict[str, Any]], sandbox: Sandbox, trials: int,
+              baseline: str | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``trials`` trials of a cold path for this package and, alternating with them, for the
+    ``baseline`` Python's release (so that both see the same machine): each side's figures."""
+    ours: list[dict[str, Any]] = []
+    theirs: list[dict[str, Any]] = []
     for _ in range(trials):
-        started = time.perf_counter()
-        peer = StdioPeer(argv, env={**env, "COLABHIVE_API_KEY": DEMO_KEY}, cwd=cwd)
-        try:
-            peer.initialize()
-            tools = len(peer.request("tools/list")["result"]["tools"])
-            samples.append(time.perf_counter() - started)
-        finally:
-            peer.close()
-    return {**percentiles(samples), "runs_ms": [round(s * 1000, 1) for s in samples], "tools": tools}
+        ours.append(trial(sandbox))
+        if baseline:
+            theirs.append(trial(sandbox, baseline))
+    return summary(ours), summary(theirs) if baseline else None
+
+
+def summary(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    figures = {**percentiles([t["s"] for t in trials]), "runs_ms": [round(t["s"] * 1000, 1) for t in trials],
+               "tools": trials[-1]["tools"]}
+    if "cpu_s" in trials[0]:
+        figures["server_cpu_ms"] = round(statistics.median(t["cpu_s"] for t in trials) * 1000, 1)
+    return figures
 
 
 def installed_bytecode() -> None:
@@ -499,6 +512,14 @@ def main() -> int:
     n, repeat = (20, args.repeat or 1) if args.quick else (400, args.repeat or 3)
     cold_trials = 2 if args.quick else 7
     results: dict[str, Any] = {"run": run_facts(mode, repeat)}
+    cold_baseline: dict[str, Any] = {}  # the older release's figures of the cold paths, measured alternately
+
+    def cold(name: str, trial: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+        ours, theirs = cold_runs(trial, sandbox, cold_trials, args.baseline)
+        if theirs is not None:
+            cold_baseline[name] = theirs
+        return ours
+
     with Sandbox(page_size=100, cold_start_s=2) as sandbox:
         add_big_manifest(sandbox)
         server = HttpServer(sandbox.url)  # its default settings
@@ -507,8 +528,8 @@ def main() -> int:
             "overhead_stdio": lambda: median_run([bench_overhead_stdio(sandbox, n) for _ in range(repeat)],
                                                  "added_p50_ms"),
             "tools_list_warm": lambda: bench_tools_list(sandbox, n),
-            "new_tenant_first_list": lambda: bench_new_tenant(sandbox, cold_trials),
-            "stdio_first_list": lambda: bench_stdio_first_list(sandbox, cold_trials),
+            "new_tenant_first_list": lambda: cold("new_tenant_first_list", new_tenant_trial),
+            "stdio_first_list": lambda: cold("stdio_first_list", stdio_list_trial),
             "cold_tools_list_100_threads": lambda: bench_cold_list(sandbox, 100),
             "polls_for_job": lambda: bench_polls(sandbox, 5 if args.quick else 60),
             "tenancy": lambda: bench_tenancy(sandbox, 8 if args.quick else 64),
@@ -529,7 +550,8 @@ def main() -> int:
         if "throughput_8_clients" in chosen:
             results["floor"] = measure_floor(sandbox, repeat, args.quick)
         if args.baseline:
-            results["baseline"] = measure_baseline(args.baseline, sandbox, chosen, n, repeat, args.quick, cold_trials)
+            results["baseline"] = measure_baseline(args.baseline, sandbox, chosen, n, repeat, args.quick)
+            results["baseline"].update(cold_baseline)
     print_table(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
@@ -539,15 +561,11 @@ def main() -> int:
 
 
 def measure_baseline(python: str, sandbox: Sandbox, chosen: list[str], n: int, repeat: int,
-                     quick: bool, cold_trials: int) -> dict[str, Any]:
+                     quick: bool) -> dict[str, Any]:
     """The figures an older release has too, measured the same way against the same gateway."""
     measured: dict[str, Any] = {"version": version(python)}
     if "stdio_startup_ms" in chosen:
         measured["stdio_startup_ms"] = bench_stdio_startup(2 if quick else 10, python)
-    if "new_tenant_first_list" in chosen:
-        measured["new_tenant_first_list"] = bench_new_tenant(sandbox, cold_trials, python)
-    if "stdio_first_list" in chosen:
-        measured["stdio_first_list"] = bench_stdio_first_list(sandbox, cold_trials, python)
     server = BaselineServer(python, sandbox.root_url, free_port())
     try:
         if "overhead_http" in chosen:
