@@ -7,6 +7,7 @@ message and the ``Retry-After`` hint.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import random
@@ -14,7 +15,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote, urlencode, urlsplit
 
 from . import __version__, metrics, tracing
@@ -52,11 +53,13 @@ class GatewayError(Exception):
 
 @dataclass(frozen=True)
 class ManifestDocument:
-    """All pages of a manifest as fetched: the entries, the ETag and the bytes read."""
+    """All pages of a manifest as fetched: the entries, the ETag and the bytes read; ``prepared``:
+    what the fetch's ``prepare`` made of each entry, if it was given one."""
 
     entries: tuple[dict[str, Any], ...]
     etag: str | None
     size: int
+    prepared: tuple[Any, ...] = ()
 
 
 class Gateway:
@@ -112,14 +115,17 @@ class Gateway:
 
     # -- contract -------------------------------------------------------------------------
 
-    def fetch_manifest(self, etag: str | None = None) -> ManifestDocument | None:
+    def fetch_manifest(self, etag: str | None = None,
+                       prepare: Callable[[dict[str, Any]], Any] | None = None) -> ManifestDocument | None:
         """Fetch every page of the manifest; ``None`` when ``etag`` is still current (304).
 
-        Restarts once if the ETag changes between pages (the manifest changed mid-way).
+        ``prepare`` is called with each entry while the next page is on its way (the work of a page
+        costs no time of its own), its results kept in order in ``prepared``. Restarts once if the ETag
+        changes between pages (the manifest changed mid-way).
         """
         for _attempt in range(2):
             try:
-                return self._fetch_pages(etag)
+                return self._fetch_pages(etag, prepare)
             except _ChangedMidway:
                 continue
         raise GatewayError("the manifest kept changing while its pages were read", status=None)
@@ -158,13 +164,13 @@ class Gateway:
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _fetch_pages(self, etag: str | None) -> ManifestDocument | None:
+    def _fetch_pages(self, etag: str | None, prepare: Callable[[dict[str, Any]], Any] | None) -> ManifestDocument | None:
         entries: list[dict[str, Any]] = []
-        size, cursor, first_etag, seen = 0, None, None, set()
+        prepared: list[Any] = []
+        size, first_etag, seen = 0, None, set()
+        page_answer = self._manifest_page(None, {"If-None-Match": etag} if etag else {}, ahead=False)
         for _page in range(MAX_MANIFEST_PAGES):
-            headers = {"If-None-Match": etag} if etag and cursor is None else {}
-            params = {"cursor": cursor} if cursor is not None else None
-            response = self._request("GET", "/mcp/manifest", params=params, headers=headers)
+            response = page_answer()
             if response.status_code == 304:
                 return None
             page = _json(response)
@@ -172,19 +178,34 @@ class Gateway:
                 raise GatewayError("the gateway's manifest is not an object with a 'tools' list",
                                    status=response.status_code)
             page_etag = response.headers.get("ETag") or page.get("etag")
-            if cursor is None:
+            if not seen:
                 first_etag = page_etag
             elif page_etag and first_etag and page_etag != first_etag:
                 raise _ChangedMidway
             size += len(response.content)  # decoded
-            entries.extend(_valid_entries(page["tools"]))
             cursor = page.get("nextCursor")
-            if not cursor:
-                return ManifestDocument(tuple(entries), first_etag, size)
             if cursor in seen:
                 raise GatewayError("the gateway's manifest cursors loop", status=response.status_code)
             seen.add(cursor)
+            if cursor:
+                page_answer = self._manifest_page(cursor, {}, ahead=prepare is not None)
+            valid = _valid_entries(page["tools"])
+            entries.extend(valid)
+            if prepare is not None:
+                prepared.extend(map(prepare, valid))
+            if not cursor:
+                return ManifestDocument(tuple(entries), first_etag, size, tuple(prepared))
         raise GatewayError(f"the gateway's manifest has more than {MAX_MANIFEST_PAGES} pages")
+
+    def _manifest_page(self, cursor: str | None, headers: dict[str, str],
+                       ahead: bool) -> Callable[[], requests.Response]:
+        """What answers the request for a page of the manifest: asked when called, or (``ahead``)
+        asked now on a thread of its own, while the caller works on the page before."""
+        def ask() -> requests.Response:
+            return self._request("GET", "/mcp/manifest", params={"cursor": cursor} if cursor else None,
+                                 headers=headers)
+
+        return _Ahead(ask).result if ahead else ask
 
     def _request(self, method: str, path: str, *, timeout: float | None = None, headers: dict[str, str] | None = None,
                  payload: Any = None, params: dict[str, str] | None = None) -> requests.Response:
@@ -256,6 +277,32 @@ class Gateway:
 
 class _ChangedMidway(Exception):
     """The manifest's ETag changed between two pages."""
+
+
+class _Ahead:
+    """A call made on a thread of its own (in the caller's context: its trace, its log fields),
+    whose result, or exception, the caller takes when it needs it."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self._done = threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(self._run, call), name="gateway-ahead", daemon=True).start()
+
+    def _run(self, call: Callable[[], Any]) -> None:
+        try:
+            self._value = call()
+        except BaseException as exc:  # handed to the caller, which raises it
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def result(self) -> Any:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _http() -> Any:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from . import metrics, interning
-from .gateway import Gateway, GatewayError
+from .gateway import Gateway, GatewayError, ManifestDocument
 from .keys import KeyRejected
 from .logs import log
 from .store import MemoryStore, SqliteStore
@@ -47,14 +47,22 @@ class Manifest:
 
     entries: tuple[dict[str, Any], ...]
     etag: str | None
-    digests: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    digests: tuple[str, ...] = field(default=(), repr=False, compare=False)  # given: the entries are interned
     by_slug: dict[str, dict[str, Any]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        pairs = [interning.entry(e) for e in self.entries]
-        object.__setattr__(self, "digests", tuple(d for d, _ in pairs))
-        object.__setattr__(self, "entries", tuple(e for _, e in pairs))
+        if len(self.digests) != len(self.entries):
+            pairs = [interning.entry(e) for e in self.entries]
+            object.__setattr__(self, "digests", tuple(d for d, _ in pairs))
+            object.__setattr__(self, "entries", tuple(e for _, e in pairs))
         object.__setattr__(self, "by_slug", {e["name"]: e for e in self.entries})
+
+    @classmethod
+    def fetched(cls, document: ManifestDocument) -> Manifest:
+        """The manifest of a document, whose entries the fetch interned (``prepare=interning.entry``)."""
+        if len(document.prepared) != len(document.entries):
+            return cls(document.entries, document.etag)
+        return cls(tuple(e for _, e in document.prepared), document.etag, tuple(d for d, _ in document.prepared))
 
 
 class ManifestError(Exception):
@@ -251,7 +259,7 @@ class ManifestCache:
         asked = self.instance.clock() if self.instance is not None else 0.0
         started = time.perf_counter()
         try:
-            document = self.gateway.fetch_manifest(etag if self.conditional else None)
+            document = self.gateway.fetch_manifest(etag if self.conditional else None, interning.entry)
         except KeyRejected as exc:  # no stale copy for a key that is no longer accepted
             self._rejection, self._expires = exc, self.clock() + self.rejection_ttl
             if self.instance is not None:
@@ -276,7 +284,7 @@ class ManifestCache:
         log.bind(status=200, etag=document.etag, duration_ms=took_ms, bytes=document.size,
                  tools=len(document.entries), tenant=self.gateway.key_id).info("manifest.fetched")
         metrics.MANIFEST.labels("fetched").inc()
-        self._current = self._recorded(Manifest(document.entries, document.etag), True, asked)
+        self._current = self._recorded(Manifest.fetched(document), True, asked)
         return self._current
 
     def _recorded(self, manifest: Manifest, changed: bool, asked: float) -> Manifest:

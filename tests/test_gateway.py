@@ -35,15 +35,39 @@ def test_requests_carry_auth_agent_and_account(gateway):
     assert responses.calls[0].request.headers["User-Agent"].startswith("colabhive-mcp/")
 
 
+def named(entry):
+    """A ``prepare`` for fetch_manifest: what the fetch makes of each entry while the next page is on its way."""
+    return entry["name"].upper()
+
+
+PREPARE = pytest.mark.parametrize("prepare", [None, named])  # each page read in turn, or the next one read ahead
+
+
+@PREPARE
 @responses.activate
-def test_manifest_reads_every_page_and_keeps_the_etag(gateway):
+def test_manifest_reads_every_page_and_keeps_the_etag(gateway, prepare):
     responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({})],
                   json={"tools": [{"name": "a"}], "nextCursor": "p2"}, headers={"ETag": '"v1"'})
     responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "p2"})],
-                  json={"tools": [{"name": "b"}, {"nameless": True}], "nextCursor": None}, headers={"ETag": '"v1"'})
-    document = gateway.fetch_manifest()
-    assert [e["name"] for e in document.entries] == ["a", "b"]
+                  json={"tools": [{"name": "b"}, {"nameless": True}], "nextCursor": "p3"}, headers={"ETag": '"v1"'})
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "p3"})],
+                  json={"tools": [{"name": "c"}], "nextCursor": None}, headers={"ETag": '"v1"'})
+    document = gateway.fetch_manifest(prepare=prepare)
+    assert [e["name"] for e in document.entries] == ["a", "b", "c"]
+    assert document.prepared == (("A", "B", "C") if prepare else ())
     assert document.etag == '"v1"' and document.size > 0
+
+
+@pytest.mark.parametrize("status,error", [(401, KeyRejected), (500, GatewayError)])
+@responses.activate
+def test_a_page_read_ahead_that_fails_fails_the_fetch_as_it_would_have(gateway, status, error):
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({})],
+                  json={"tools": [{"name": "a"}], "nextCursor": "p2"}, headers={"ETag": '"v1"'})
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "p2"})], status=status,
+                  json={"detail": "no"})
+    with pytest.raises(error, match="no"):
+        gateway.fetch_manifest(prepare=named)
+    assert (gateway.rejection is not None) == (status == 401)
 
 
 @responses.activate
@@ -60,14 +84,15 @@ def test_manifest_gzip_body_is_decoded(gateway):
     assert [e["name"] for e in gateway.fetch_manifest().entries] == ["z"]
 
 
+@PREPARE
 @responses.activate
-def test_manifest_that_changes_between_pages_is_read_again(gateway):
+def test_manifest_that_changes_between_pages_is_read_again(gateway, prepare):
     first = responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({})],
                           json={"tools": [{"name": "a"}], "nextCursor": "p2"}, headers={"ETag": '"v1"'})
     responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "p2"})],
                   json={"tools": [{"name": "b"}], "nextCursor": None}, headers={"ETag": '"v2"'})
     with pytest.raises(GatewayError, match="kept changing"):
-        gateway.fetch_manifest()
+        gateway.fetch_manifest(prepare=prepare)
     assert first.call_count == 2
 
 

@@ -186,7 +186,7 @@ class Publisher:
         self._held = threading.Event(), threading.Event()
         return self._held
 
-    def fetch_manifest(self, etag=None):
+    def fetch_manifest(self, etag=None, prepare=None):
         version, held, self._held = self.version, self._held, None
         if held is not None:
             held[0].set()

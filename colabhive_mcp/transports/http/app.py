@@ -11,12 +11,11 @@ of an instance must agree on is in the instance store.
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-import jsonschema  # noqa: F401  (imported as the worker starts, not by a new tenant's first call: see create_app)
-import requests  # noqa: F401
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Response
 
@@ -39,12 +38,17 @@ from .wire import (LOOPBACK_HOSTS, Answer, HttpError, bind_host, failed, hostnam
                    not_allowed)
 
 
+EARLY_IMPORTS = ("requests", "jsonschema")  # what a tenant's first requests need (stdio imports them then)
+
+
 class McpApp:
     """The WSGI application."""
 
     def __init__(self, config: Config) -> None:
         check_config(config)
         self.config = config
+        for module in EARLY_IMPORTS:
+            importlib.import_module(module)
         resumable = config.single_tenant if config.resumable_streams is None else config.resumable_streams
         store = open_store(config.runtime_dir, config.store_max_entries)  # what this instance's workers agree on
         self.core = Server(config, list_changed=resumable, store=store)  # announced on the GET stream (affinity)
@@ -150,8 +154,8 @@ def check_config(config: Config) -> None:
 
 
 def create_app(config: Config | None = None) -> McpApp:
-    """The WSGI app, configured from the environment (and ``$COLABHIVE_MCP_CONFIG``) by default. Its
-    module imports the gateway client's HTTP stack and the argument checker as the worker starts (stdio
+    """The WSGI app, configured from the environment (and ``$COLABHIVE_MCP_CONFIG``) by default. It
+    imports the gateway client's HTTP stack and the argument checker as the worker starts (stdio
     leaves them to the first request that needs them): a new tenant's first request does not pay for them."""
     if config is None:
         config = load().config
