@@ -49,6 +49,7 @@ class Manifest:
     etag: str | None
     digests: tuple[str, ...] = field(default=(), repr=False, compare=False)  # given: the entries are interned
     by_slug: dict[str, dict[str, Any]] = field(init=False, repr=False, compare=False)
+    content: str = field(init=False, repr=False, compare=False)  # the ETag and every entry, as one digest
 
     def __post_init__(self) -> None:
         if len(self.digests) != len(self.entries):
@@ -56,6 +57,7 @@ class Manifest:
             object.__setattr__(self, "digests", tuple(d for d, _ in pairs))
             object.__setattr__(self, "entries", tuple(e for _, e in pairs))
         object.__setattr__(self, "by_slug", {e["name"]: e for e in self.entries})
+        object.__setattr__(self, "content", interning.digest([self.etag, *self.digests]))
 
     @classmethod
     def fetched(cls, document: ManifestDocument) -> Manifest:
