@@ -29,9 +29,11 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -309,6 +311,51 @@ def bench_long_polls(sandbox: Sandbox, server: HttpServer, calls: int, seconds: 
             "server_cpu_s": round(cpu_seconds(server.process.pid) - cpu, 2)}
 
 
+def modern_list(url: str, key: str) -> int:
+    """A 2026 ``tools/list`` with ``key``, on a connection of its own: how many tools it lists."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MODERN_META}}
+    response = requests.post(url, json=body, timeout=60, headers={
+        "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list", "Accept": "application/json",
+        "Authorization": f"Bearer {key}"})
+    response.raise_for_status()
+    return len(response.json()["result"]["tools"])
+
+
+def bench_churn(sandbox: Sandbox, keys: int, laps: int, batch: int) -> dict[str, Any]:
+    """``keys`` distinct keys, ``laps`` times over, each making one ``tools/list``, through a server at its
+    defaults (far more keys than its pools hold: each list is a new tenant, most evicting another): the
+    server's CPU per new tenant and its RSS, batch by batch. Flat is the figure: no batch costs more
+    than the first, nor holds more memory once the pools are full."""
+    names = [f"hive_churn_{i:05d}" for i in range(keys)]
+    for key in names:
+        requests.post(sandbox.root_url + "/_sandbox/keys", json={"key": key}, timeout=10).raise_for_status()
+    runtime = Path(tempfile.mkdtemp(prefix="colabhive-bench-churn-"))
+    server = HttpServer(sandbox.url, env={"COLABHIVE_RUNTIME_DIR": str(runtime)})
+    batches: list[dict[str, float]] = []
+    try:
+        for _lap in range(laps):
+            for start in range(0, keys, batch):
+                cpu = cpu_seconds(server.process.pid)
+                for key in names[start:start + batch]:
+                    modern_list(server.url, key)
+                batches.append({"cpu_ms_per_tenant": round((cpu_seconds(server.process.pid) - cpu) / batch * 1000, 2),
+                                "rss_mb": process_stats(server.process.pid)[1], "store_mb": files_mb(runtime)})
+    finally:
+        server.stop()
+        shutil.rmtree(runtime, ignore_errors=True)
+    cpu = [b["cpu_ms_per_tenant"] for b in batches]
+    return {"keys": keys, "laps": laps, "batch": batch, "pool_size": Config().pool_size, "batches": batches,
+            "cpu_ms_per_tenant": {"first": cpu[0], "median": statistics.median(cpu), "last": cpu[-1]},
+            "rss_mb": {"first": batches[0]["rss_mb"], "last": batches[-1]["rss_mb"],
+                       "max": max(b["rss_mb"] for b in batches)},
+            "store_mb": {"first": batches[0]["store_mb"], "last": batches[-1]["store_mb"]}}
+
+
+def files_mb(directory: Path) -> float:
+    """What the files in ``directory`` hold (the instance store: in production, a tmpfs, so memory too)."""
+    return round(sum(f.stat().st_size for f in directory.rglob("*") if f.is_file()) / 1e6, 1)
+
+
 def bench_cold_list(sandbox: Sandbox, threads: int) -> dict[str, Any]:
     config = Config(api_url=sandbox.url, api_key=DEMO_KEY, log_level="error")
     tenant = Tenant(config, DEMO_KEY)
@@ -531,6 +578,7 @@ def main() -> int:
             "new_tenant_first_list": lambda: cold("new_tenant_first_list", new_tenant_trial),
             "stdio_first_list": lambda: cold("stdio_first_list", stdio_list_trial),
             "cold_tools_list_100_threads": lambda: bench_cold_list(sandbox, 100),
+            "churn": lambda: bench_churn(sandbox, 40 if args.quick else 1000, 2, 10 if args.quick else 100),
             "polls_for_job": lambda: bench_polls(sandbox, 5 if args.quick else 60),
             "tenancy": lambda: bench_tenancy(sandbox, 8 if args.quick else 64),
             "overhead_http": lambda: median_run([bench_overhead_http(sandbox, server, n) for _ in range(repeat)],
