@@ -513,7 +513,10 @@ def cold_runs(trial: Callable[..., dict[str, Any]], sandbox: Sandbox, trials: in
         ours.append(trial(sandbox))
         if baseline:
             theirs.append(trial(sandbox, baseline))
-    return summary(ours), summary(theirs) if baseline else None
+    if not baseline:
+        return summary(ours), None
+    ratios = [round(a["s"] / b["s"], 2) for a, b in zip(ours, theirs)]  # each trial over the one beside it
+    return {**summary(ours), "ratio": statistics.median(ratios), "ratio_runs": ratios}, summary(theirs)
 
 
 def summary(trials: list[dict[str, Any]]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ HEADLINES = {  # figure -> (label, how to read it from a results file, unit)
     "new_tenant_first_list": ("new tenant: initialize → first tools/list, p50", lambda r: r["p50"], "ms"),
     "stdio_first_list": ("stdio: spawn → first tools/list, p50", lambda r: r["p50"], "ms"),
     "tenancy": ("RSS added by the tenants", lambda r: r["rss_added_mb"], "MB"),
+    "churn": ("server CPU per new tenant, keys churning", lambda r: r["cpu_ms_per_tenant"]["median"], "ms"),
     "long_polls": ("peak RSS, concurrent long calls", lambda r: r["peak_rss_mb"], "MB"),
 }
 
@@ -96,6 +97,13 @@ def render_table(results: dict[str, Any], source: str) -> str:
         t = results["tenancy"]
         rows.append((f"{t['tenants']} tenants holding a {t['manifest_bytes'] / 1e6:.2f} MB manifest",
                      f"+{t['rss_added_mb']:.0f} MB RSS ({t['rss_total_mb']:.0f} MB in all)", "200 MB"))
+    if figure("churn"):
+        c = results["churn"]
+        cpu, rss, store = c["cpu_ms_per_tenant"], c["rss_mb"], c["store_mb"]
+        rows.append((f"{c['keys']} keys, {c['laps']} laps, one ``tools/list`` each, through pools of {c['pool_size']} "
+                     "per worker", f"server CPU per new tenant {cpu['median']:.0f} ms (first {c['batch']} keys "
+                     f"{cpu['first']:.0f}, last {cpu['last']:.0f}); RSS {rss['first']:.0f} → {rss['last']:.0f} MB; "
+                     f"instance store {store['first']:.0f} → {store['last']:.0f} MB", "flat"))
     if figure("polls_for_job"):
         p = results["polls_for_job"]
         rows.append((f"upstream polls for a {p['job_s']:g} s job", str(p["polls"]), ""))
@@ -117,9 +125,12 @@ COLD_ROWS = {  # the cold paths, measured in fresh processes with the 1 MB manif
 
 
 def _ratio(results: dict[str, Any], name: str) -> str:
-    """The figure over the older release's, when both were measured in the run."""
-    old = results.get("baseline", {}).get(name)
-    return "" if old is None else f": {results[name]['p50'] / old['p50']:.2f} × 0.3.4"
+    """The figure over the older release's, when both were measured in the run (trials side by side:
+    the median of each trial's ratio to the one beside it)."""
+    figures = results[name]
+    if "ratio" not in figures:
+        return ""
+    return f"; {figures['ratio']:.2f} × 0.3.4 ({spread(figures['ratio_runs'])})"
 
 
 def spread(runs: list[float], unit: str = "") -> str:
