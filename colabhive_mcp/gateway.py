@@ -8,12 +8,14 @@ message and the ``Retry-After`` hint.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import json
 import os
 import random
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote, urlencode, urlsplit
@@ -60,6 +62,7 @@ class ManifestDocument:
     etag: str | None
     size: int
     prepared: tuple[Any, ...] = ()
+    pages: tuple[Any, ...] = ()  # what it was read from: held with it, they are not read again for another key
 
 
 class Gateway:
@@ -167,34 +170,31 @@ class Gateway:
     def _fetch_pages(self, etag: str | None, prepare: Callable[[dict[str, Any]], Any] | None) -> ManifestDocument | None:
         entries: list[dict[str, Any]] = []
         prepared: list[Any] = []
+        pages: list[_ManifestPage] = []
         size, first_etag, seen = 0, None, set()
         page_answer = self._manifest_page(None, {"If-None-Match": etag} if etag else {}, ahead=False)
         for _page in range(MAX_MANIFEST_PAGES):
             response = page_answer()
             if response.status_code == 304:
                 return None
-            page = _json(response)
-            if not isinstance(page, dict) or not isinstance(page.get("tools"), list):
-                raise GatewayError("the gateway's manifest is not an object with a 'tools' list",
-                                   status=response.status_code)
-            page_etag = response.headers.get("ETag") or page.get("etag")
+            page = _ManifestPage.of(response)
+            pages.append(page)
+            page_etag = response.headers.get("ETag") or page.etag
             if not seen:
                 first_etag = page_etag
             elif page_etag and first_etag and page_etag != first_etag:
                 raise _ChangedMidway
             size += len(response.content)  # decoded
-            cursor = page.get("nextCursor")
-            if cursor in seen:
+            if page.cursor in seen:
                 raise GatewayError("the gateway's manifest cursors loop", status=response.status_code)
-            seen.add(cursor)
-            if cursor:
-                page_answer = self._manifest_page(cursor, {}, ahead=prepare is not None)
-            valid = _valid_entries(page["tools"])
-            entries.extend(valid)
+            seen.add(page.cursor)
+            if page.cursor:
+                page_answer = self._manifest_page(page.cursor, {}, ahead=prepare is not None)
+            entries.extend(page.entries)
             if prepare is not None:
-                prepared.extend(map(prepare, valid))
-            if not cursor:
-                return ManifestDocument(tuple(entries), first_etag, size, tuple(prepared))
+                prepared.extend(page.prepared(prepare))
+            if not page.cursor:
+                return ManifestDocument(tuple(entries), first_etag, size, tuple(prepared), tuple(pages))
         raise GatewayError(f"the gateway's manifest has more than {MAX_MANIFEST_PAGES} pages")
 
     def _manifest_page(self, cursor: str | None, headers: dict[str, str],
@@ -273,6 +273,43 @@ class Gateway:
         prepared.hooks = {"response": []}
         return session.get_adapter(url).send(prepared, stream=True, timeout=timeout, verify=session.verify,
                                              cert=session.cert, proxies=session.proxies)
+
+
+class _ManifestPage:
+    """A page of a manifest as read: its valid entries, its cursor and ETag, and what a fetch's
+    ``prepare`` made of its entries. Read once per process for each body (by its SHA-256) while a
+    document read from it is held (:attr:`ManifestDocument.pages`): the keys of a service mostly see
+    the same manifest, whose pages then cost a new key no parsing, and nothing more is kept."""
+
+    _seen: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    _lock = threading.Lock()
+
+    def __init__(self, response: requests.Response) -> None:
+        page = _json(response)
+        if not isinstance(page, dict) or not isinstance(page.get("tools"), list):
+            raise GatewayError("the gateway's manifest is not an object with a 'tools' list",
+                               status=response.status_code)
+        self.entries = _valid_entries(page["tools"])
+        self.cursor, self.etag = page.get("nextCursor"), page.get("etag")
+        self._prepared: dict[Callable[[dict[str, Any]], Any], list[Any]] = {}
+
+    @classmethod
+    def of(cls, response: requests.Response) -> _ManifestPage:
+        body = hashlib.sha256(response.content).digest()
+        with cls._lock:
+            page = cls._seen.get(body)
+        if page is None:
+            page = cls(response)
+            with cls._lock:
+                page = cls._seen.setdefault(body, page)
+        return page
+
+    def prepared(self, prepare: Callable[[dict[str, Any]], Any]) -> list[Any]:
+        """What ``prepare`` makes of the entries (made once; a racing thread makes the same)."""
+        made = self._prepared.get(prepare)
+        if made is None:
+            made = self._prepared[prepare] = [prepare(entry) for entry in self.entries]
+        return made
 
 
 class _ChangedMidway(Exception):

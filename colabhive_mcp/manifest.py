@@ -53,6 +53,7 @@ class Manifest:
     digests: tuple[str, ...] = field(default=(), repr=False, compare=False)  # given: the entries are interned
     by_slug: dict[str, dict[str, Any]] = field(init=False, repr=False, compare=False)
     content: str = field(init=False, repr=False, compare=False)  # the ETag and every entry, as one digest
+    pages: tuple[Any, ...] = field(default=(), repr=False, compare=False)  # what the gateway's answer was read from
 
     def __post_init__(self) -> None:
         if len(self.digests) != len(self.entries):
@@ -67,7 +68,8 @@ class Manifest:
         """The manifest of a document, whose entries the fetch interned (``prepare=interning.entry``)."""
         if len(document.prepared) != len(document.entries):
             return cls(document.entries, document.etag)
-        return cls(tuple(e for _, e in document.prepared), document.etag, tuple(d for d, _ in document.prepared))
+        return cls(tuple(e for _, e in document.prepared), document.etag, tuple(d for d, _ in document.prepared),
+                   document.pages)
 
 
 class ManifestError(Exception):

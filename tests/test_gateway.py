@@ -358,3 +358,22 @@ def test_a_tenant_finds_its_connection_pool_once_and_still_works_after_its_sessi
     assert gateway.fetch_manifest().entries
     (kept,) = adapter._pools.values()
     assert kept.pool is not None  # open: the same pool where urllib3 only dropped it, else a new one
+
+
+@responses.activate
+def test_a_page_read_for_one_key_is_not_parsed_again_for_another_while_it_is_held():
+    import gc
+
+    body = {"tools": [{"name": "shared"}], "nextCursor": None}
+    responses.get(BASE + "/mcp/manifest", json=body, match=[matchers.header_matcher({"X-API-Key": "hive_page_one"})])
+    responses.get(BASE + "/mcp/manifest", json=body, match=[matchers.header_matcher({"X-API-Key": "hive_page_two"})])
+    responses.get(BASE + "/mcp/manifest", json={**body, "tools": [{"name": "own"}]},
+                  match=[matchers.header_matcher({"X-API-Key": "hive_page_own"})])
+    one, two, own = (Gateway(BASE, ApiKey.of(k), retries=0) for k in ("hive_page_one", "hive_page_two", "hive_page_own"))
+    first = one.fetch_manifest(prepare=named)
+    assert two.fetch_manifest(prepare=named).entries[0] is first.entries[0]  # the same bytes: read once
+    assert [e["name"] for e in own.fetch_manifest(prepare=named).entries] == ["own"]  # other bytes: read anew
+    entry = first.entries[0]
+    del first
+    gc.collect()
+    assert two.fetch_manifest().entries[0] is not entry  # nothing held it: read again, nothing kept
