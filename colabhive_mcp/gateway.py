@@ -53,6 +53,9 @@ class GatewayError(Exception):
         return self.status is None or self.garbled or self.status == 429 or self.status >= 500
 
 
+Prepare = Callable[[dict[str, Any]], "tuple[Any, dict[str, Any]]"]  # an entry -> its key and the entry to keep
+
+
 @dataclass(frozen=True)
 class ManifestDocument:
     """All pages of a manifest as fetched: the entries, the ETag and the bytes read; ``prepared``:
@@ -61,7 +64,7 @@ class ManifestDocument:
     entries: tuple[dict[str, Any], ...]
     etag: str | None
     size: int
-    prepared: tuple[Any, ...] = ()
+    prepared: tuple[tuple[Any, dict[str, Any]], ...] = ()
     pages: tuple[Any, ...] = ()  # what it was read from: held with it, they are not read again for another key
 
 
@@ -118,12 +121,12 @@ class Gateway:
 
     # -- contract -------------------------------------------------------------------------
 
-    def fetch_manifest(self, etag: str | None = None,
-                       prepare: Callable[[dict[str, Any]], Any] | None = None) -> ManifestDocument | None:
+    def fetch_manifest(self, etag: str | None = None, prepare: Prepare | None = None) -> ManifestDocument | None:
         """Fetch every page of the manifest; ``None`` when ``etag`` is still current (304).
 
-        ``prepare`` is called with each entry while the next page is on its way (the work of a page
-        costs no time of its own), its results kept in order in ``prepared``. Restarts once if the ETag
+        ``prepare`` turns each entry into a pair, its key and the entry to keep (e.g. one copy shared
+        with other tenants), while the next page is on its way (the work of a page costs no time of its
+        own): the pairs are ``prepared``, the entries kept are ``entries``. Restarts once if the ETag
         changes between pages (the manifest changed mid-way).
         """
         for _attempt in range(2):
@@ -167,9 +170,9 @@ class Gateway:
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _fetch_pages(self, etag: str | None, prepare: Callable[[dict[str, Any]], Any] | None) -> ManifestDocument | None:
+    def _fetch_pages(self, etag: str | None, prepare: Prepare | None) -> ManifestDocument | None:
         entries: list[dict[str, Any]] = []
-        prepared: list[Any] = []
+        prepared: list[tuple[Any, dict[str, Any]]] = []
         pages: list[_ManifestPage] = []
         size, first_etag, seen = 0, None, set()
         page_answer = self._manifest_page(None, {"If-None-Match": etag} if etag else {}, ahead=False)
@@ -190,9 +193,9 @@ class Gateway:
             seen.add(page.cursor)
             if page.cursor:
                 page_answer = self._manifest_page(page.cursor, {}, ahead=prepare is not None)
-            entries.extend(page.entries)
             if prepare is not None:
                 prepared.extend(page.prepared(prepare))
+            entries.extend(page.entries)
             if not page.cursor:
                 return ManifestDocument(tuple(entries), first_etag, size, tuple(prepared), tuple(pages))
         raise GatewayError(f"the gateway's manifest has more than {MAX_MANIFEST_PAGES} pages")
@@ -291,7 +294,7 @@ class _ManifestPage:
                                status=response.status_code)
         self.entries = _valid_entries(page["tools"])
         self.cursor, self.etag = page.get("nextCursor"), page.get("etag")
-        self._prepared: dict[Callable[[dict[str, Any]], Any], list[Any]] = {}
+        self._prepared: dict[Prepare, list[tuple[Any, dict[str, Any]]]] = {}
 
     @classmethod
     def of(cls, response: requests.Response) -> _ManifestPage:
@@ -304,11 +307,13 @@ class _ManifestPage:
                 page = cls._seen.setdefault(body, page)
         return page
 
-    def prepared(self, prepare: Callable[[dict[str, Any]], Any]) -> list[Any]:
-        """What ``prepare`` makes of the entries (made once; a racing thread makes the same)."""
+    def prepared(self, prepare: Prepare) -> list[tuple[Any, dict[str, Any]]]:
+        """What ``prepare`` makes of the entries (made once; a racing thread makes the same). From then
+        on the page keeps the entries ``prepare`` keeps (one copy shared with other tenants, not its own)."""
         made = self._prepared.get(prepare)
         if made is None:
             made = self._prepared[prepare] = [prepare(entry) for entry in self.entries]
+            self.entries = [kept for _, kept in made]
         return made
 
 

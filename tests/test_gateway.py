@@ -36,8 +36,9 @@ def test_requests_carry_auth_agent_and_account(gateway):
 
 
 def named(entry):
-    """A ``prepare`` for fetch_manifest: what the fetch makes of each entry while the next page is on its way."""
-    return entry["name"].upper()
+    """A ``prepare`` for fetch_manifest, run on each entry while the next page is on its way: its key, and
+    the entry to keep instead of the one read."""
+    return entry["name"].upper(), {**entry, "kept": True}
 
 
 PREPARE = pytest.mark.parametrize("prepare", [None, named])  # each page read in turn, or the next one read ahead
@@ -54,7 +55,8 @@ def test_manifest_reads_every_page_and_keeps_the_etag(gateway, prepare):
                   json={"tools": [{"name": "c"}], "nextCursor": None}, headers={"ETag": '"v1"'})
     document = gateway.fetch_manifest(prepare=prepare)
     assert [e["name"] for e in document.entries] == ["a", "b", "c"]
-    assert document.prepared == (("A", "B", "C") if prepare else ())
+    assert [key for key, _ in document.prepared] == (["A", "B", "C"] if prepare else [])
+    assert all(e.get("kept") for e in document.entries) == bool(prepare)  # the entries prepare keeps
     assert document.etag == '"v1"' and document.size > 0
 
 
