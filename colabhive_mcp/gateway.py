@@ -312,8 +312,9 @@ class _ManifestPage:
         on the page keeps the entries ``prepare`` keeps (one copy shared with other tenants, not its own)."""
         made = self._prepared.get(prepare)
         if made is None:
-            made = self._prepared[prepare] = [prepare(entry) for entry in self.entries]
+            made = [prepare(entry) for entry in self.entries]
             self.entries = [kept for _, kept in made]
+            self._prepared[prepare] = made
         return made
 
 

@@ -1,7 +1,7 @@
-"""Long-call capacity at default settings: 2,000 concurrent 15 s calls over 200 keys on one instance.
+"""Long-call capacity at default settings: 1,000 concurrent 15 s calls over 100 keys on one instance.
 
-    python scripts/capacity.py                                    # the figure docs/performance.rst quotes
-    python scripts/capacity.py --addresses 200                    # each key's calls from an address of its own
+    python scripts/capacity.py                                    # the figure docs/operations.rst quotes
+    python scripts/capacity.py --calls 2000 --keys 200 --addresses 200   # twice that, each key from its own address
     python scripts/capacity.py --calls 200 --keys 20 --seconds 5  # a smaller run
     python scripts/capacity.py --json capacity.json
 
@@ -140,8 +140,8 @@ def run(calls: int, keys: int, seconds: float, addresses: int = 1) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--keys", type=int, default=200)
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--keys", type=int, default=100)
     parser.add_argument("--addresses", type=int, default=1, help="loopback addresses the keys' calls come from")
     parser.add_argument("--seconds", type=float, default=15.0, help="how long each job takes")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
