@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from . import metrics, interning
-from .gateway import Gateway, GatewayError, ManifestDocument, Prepare
+from .gateway import Gateway, GatewayError, ManifestDocument
 from .keys import KeyRejected
 from .logs import log
 from .store import MemoryStore, SqliteStore
@@ -65,8 +65,7 @@ class Manifest:
 
     @classmethod
     def fetched(cls, document: ManifestDocument) -> Manifest:
-        """The manifest of a document whose entries its fetch interned (with :func:`interning.entry`, or
-        a ``prepare`` that calls it)."""
+        """The manifest of a document whose entries its fetch interned (``prepare=interning.entry``)."""
         if len(document.prepared) != len(document.entries):
             return cls(document.entries, document.etag)
         return cls(tuple(e for _, e in document.prepared), document.etag, tuple(d for d, _ in document.prepared),
@@ -173,15 +172,12 @@ class ManifestCache:
 
     def __init__(self, gateway: Gateway, *, ttl: float = 60.0, pin: str | None = None,
                  snapshot: Manifest | None = None, rejection_ttl: float = 30.0, conditional: bool = True,
-                 instance: InstanceCopy | None = None, clock: Callable[[], float] = time.monotonic,
-                 prepare: Prepare = interning.entry) -> None:
+                 instance: InstanceCopy | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         """``pin`` refuses any manifest whose ETag differs; a ``snapshot`` is served forever; a key
         the gateway rejected is answered from memory for ``rejection_ttl`` seconds; without
         ``conditional``, the manifest is fetched whole (no ``If-None-Match``) when it expires;
-        ``instance``: the copy shared by the instance's workers; ``prepare`` interns each entry as its
-        page arrives (and may do more for it: see :meth:`Gateway.fetch_manifest`)."""
+        ``instance``: the copy shared by the instance's workers."""
         self.gateway = gateway
-        self.prepare = prepare
         self.instance = instance
         self.ttl = ttl
         self.conditional = conditional
@@ -281,7 +277,7 @@ class ManifestCache:
         asked = self.instance.clock() if self.instance is not None else 0.0
         started = time.perf_counter()
         try:
-            document = self.gateway.fetch_manifest(etag if self.conditional else None, self.prepare)
+            document = self.gateway.fetch_manifest(etag if self.conditional else None, interning.entry)
         except KeyRejected as exc:  # no stale copy for a key that is no longer accepted
             self._rejection, self._expires = exc, self.clock() + self.rejection_ttl
             if self.instance is not None:

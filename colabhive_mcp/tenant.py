@@ -24,7 +24,7 @@ from .logs import log
 from .manifest import InstanceCopy, Manifest, ManifestCache, ManifestError, load_snapshot
 from .policy import Policy
 from .profiles import UNKNOWN, Profile
-from .tools import Catalog, Tool, prepared_entry
+from .tools import Catalog, Tool
 
 
 MIN_WATCH_S = 1.0  # how often, at most, a watched manifest is revalidated
@@ -58,7 +58,7 @@ class Tenant:
         snapshot = load_snapshot(config.manifest_snapshot) if config.manifest_snapshot else None
         self.manifest = ManifestCache(self.gateway, ttl=config.manifest_ttl, pin=config.manifest_pin,
                                       snapshot=snapshot, rejection_ttl=config.rejected_key_ttl,
-                                      conditional=config.manifest_etag, prepare=prepared_entry,
+                                      conditional=config.manifest_etag,
                                       instance=InstanceCopy(instance.store, key.digest)
                                       if instance.shares_manifests else None)
         self.policy = Policy.from_config(config)

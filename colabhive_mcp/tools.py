@@ -16,7 +16,7 @@ from .manifest import Manifest
 from .policy import Policy, side_effects
 from . import interning
 from .encoding import EncodedList
-from .profiles import UNKNOWN, Profile
+from .profiles import Profile
 from .schemas import Check, portable
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -93,20 +93,6 @@ class Tool:
             return None
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         return f"Invalid arguments for tool {self.name!r}: " + "; ".join(problems[:3]) + more
-
-
-def definition_of(digest: str, entry: dict[str, Any], name: str, strict: bool) -> dict[str, Any]:
-    """The definition of an entry (``digest``: its own), built once per process for a name and
-    strictness, whichever tenant asks."""
-    return interning.built((digest, name, strict), lambda: build_definition(entry, name, strict))
-
-
-def prepared_entry(entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """An entry interned (:func:`interning.entry`), its definition for most clients (a plain schema,
-    a name for the default cap) built ahead: a manifest's fetch does it while its next page is on its way."""
-    digest, kept = interning.entry(entry)
-    definition_of(digest, kept, tool_name(kept["name"], UNKNOWN.name_max), False)
-    return digest, kept
 
 
 def build_definition(entry: dict[str, Any], name: str, strict: bool = False) -> dict[str, Any]:
@@ -198,7 +184,9 @@ class Catalog:
         self._digests[tool.name] = digest
 
     def _definition(self, digest: str, entry: dict[str, Any], name: str) -> dict[str, Any]:
-        return definition_of(digest, entry, name, self.profile.strict_schemas)
+        """Built once per process for an entry, name and strictness, whichever tenant asks."""
+        strict = self.profile.strict_schemas
+        return interning.built((digest, name, strict), lambda: build_definition(entry, name, strict))
 
     def _shown(self) -> list[Tool]:
         """What ``tools/list`` shows: everything, or — past the profile's cap — the built-ins
