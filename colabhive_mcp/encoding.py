@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import accumulate
 from typing import Any
 
 PARSE_DEPTH = 512  # deeper JSON is refused before it is parsed: the parser recurses once per level
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_ESCAPES = re.compile(r"\\.", re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
+_DEPTH = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def to_json(value: Any, allow_nan: bool = True) -> bytes:
@@ -26,12 +28,15 @@ def too_deep(text: str, limit: int = PARSE_DEPTH) -> bool:
     stack could crash). Cheap for most texts: fewer brackets than ``limit`` in all is never too deep."""
     if text.count("[") + text.count("{") <= limit:
         return False
-    depth = 0
-    for bracket in _BRACKETS.findall(_STRINGS.sub("", text)):
-        depth += 1 if bracket in "[{" else -1
-        if depth > limit:
-            return True
-    return False
+    outside = "".join(_outside_strings(text))
+    return max(accumulate(map(_DEPTH.__getitem__, _BRACKETS.findall(outside))), default=0) > limit
+
+
+def _outside_strings(text: str) -> list[str]:
+    """The parts of JSON ``text`` outside its strings. Once every escape pair is gone, quotes open and
+    close strings in turn. (Text that is not JSON: up to its first fault, which a parser stops at, the
+    parts are the ones a parser sees.)"""
+    return _ESCAPES.sub("", text).split('"')[::2]
 
 
 class EncodedList(list):

@@ -7,14 +7,17 @@ message and the ``Retry-After`` hint.
 
 from __future__ import annotations
 
+import contextvars
+import hashlib
 import json
 import os
 import random
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote, urlencode, urlsplit
 
 from . import __version__, metrics, tracing
@@ -50,13 +53,19 @@ class GatewayError(Exception):
         return self.status is None or self.garbled or self.status == 429 or self.status >= 500
 
 
+Prepare = Callable[[dict[str, Any]], "tuple[Any, dict[str, Any]]"]  # an entry -> its key and the entry to keep
+
+
 @dataclass(frozen=True)
 class ManifestDocument:
-    """All pages of a manifest as fetched: the entries, the ETag and the bytes read."""
+    """All pages of a manifest as fetched: the entries, the ETag and the bytes read; ``prepared``:
+    what the fetch's ``prepare`` made of each entry, if it was given one."""
 
     entries: tuple[dict[str, Any], ...]
     etag: str | None
     size: int
+    prepared: tuple[tuple[Any, dict[str, Any]], ...] = ()
+    pages: tuple[Any, ...] = ()  # what it was read from: held with it, they are not read again for another key
 
 
 class Gateway:
@@ -112,14 +121,17 @@ class Gateway:
 
     # -- contract -------------------------------------------------------------------------
 
-    def fetch_manifest(self, etag: str | None = None) -> ManifestDocument | None:
+    def fetch_manifest(self, etag: str | None = None, prepare: Prepare | None = None) -> ManifestDocument | None:
         """Fetch every page of the manifest; ``None`` when ``etag`` is still current (304).
 
-        Restarts once if the ETag changes between pages (the manifest changed mid-way).
+        ``prepare`` turns each entry into a pair, its key and the entry to keep (e.g. one copy shared
+        with other tenants), while the next page is on its way (the work of a page costs no time of its
+        own): the pairs are ``prepared``, the entries kept are ``entries``. Restarts once if the ETag
+        changes between pages (the manifest changed mid-way).
         """
         for _attempt in range(2):
             try:
-                return self._fetch_pages(etag)
+                return self._fetch_pages(etag, prepare)
             except _ChangedMidway:
                 continue
         raise GatewayError("the manifest kept changing while its pages were read", status=None)
@@ -158,33 +170,45 @@ class Gateway:
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _fetch_pages(self, etag: str | None) -> ManifestDocument | None:
+    def _fetch_pages(self, etag: str | None, prepare: Prepare | None) -> ManifestDocument | None:
         entries: list[dict[str, Any]] = []
-        size, cursor, first_etag, seen = 0, None, None, set()
+        prepared: list[tuple[Any, dict[str, Any]]] = []
+        pages: list[_ManifestPage] = []
+        size, first_etag, seen = 0, None, set()
+        page_answer = self._manifest_page(None, {"If-None-Match": etag} if etag else {}, ahead=False)
         for _page in range(MAX_MANIFEST_PAGES):
-            headers = {"If-None-Match": etag} if etag and cursor is None else {}
-            params = {"cursor": cursor} if cursor is not None else None
-            response = self._request("GET", "/mcp/manifest", params=params, headers=headers)
+            response = page_answer()
             if response.status_code == 304:
                 return None
-            page = _json(response)
-            if not isinstance(page, dict) or not isinstance(page.get("tools"), list):
-                raise GatewayError("the gateway's manifest is not an object with a 'tools' list",
-                                   status=response.status_code)
-            page_etag = response.headers.get("ETag") or page.get("etag")
-            if cursor is None:
+            page = _ManifestPage.of(response)
+            pages.append(page)
+            page_etag = response.headers.get("ETag") or page.etag
+            if not seen:
                 first_etag = page_etag
             elif page_etag and first_etag and page_etag != first_etag:
                 raise _ChangedMidway
             size += len(response.content)  # decoded
-            entries.extend(_valid_entries(page["tools"]))
-            cursor = page.get("nextCursor")
-            if not cursor:
-                return ManifestDocument(tuple(entries), first_etag, size)
-            if cursor in seen:
+            if page.cursor in seen:
                 raise GatewayError("the gateway's manifest cursors loop", status=response.status_code)
-            seen.add(cursor)
+            seen.add(page.cursor)
+            if page.cursor:
+                page_answer = self._manifest_page(page.cursor, {}, ahead=prepare is not None)
+            if prepare is not None:
+                prepared.extend(page.prepared(prepare))
+            entries.extend(page.entries)
+            if not page.cursor:
+                return ManifestDocument(tuple(entries), first_etag, size, tuple(prepared), tuple(pages))
         raise GatewayError(f"the gateway's manifest has more than {MAX_MANIFEST_PAGES} pages")
+
+    def _manifest_page(self, cursor: str | None, headers: dict[str, str],
+                       ahead: bool) -> Callable[[], requests.Response]:
+        """What answers the request for a page of the manifest: asked when called, or (``ahead``)
+        asked now on a thread of its own, while the caller works on the page before."""
+        def ask() -> requests.Response:
+            return self._request("GET", "/mcp/manifest", params={"cursor": cursor} if cursor else None,
+                                 headers=headers)
+
+        return _Ahead(ask).result if ahead else ask
 
     def _request(self, method: str, path: str, *, timeout: float | None = None, headers: dict[str, str] | None = None,
                  payload: Any = None, params: dict[str, str] | None = None) -> requests.Response:
@@ -254,8 +278,74 @@ class Gateway:
                                              cert=session.cert, proxies=session.proxies)
 
 
+class _ManifestPage:
+    """A page of a manifest as read: its valid entries, its cursor and ETag, and what a fetch's
+    ``prepare`` made of its entries. Read once per process for each body (by its SHA-256) while a
+    document read from it is held (:attr:`ManifestDocument.pages`): the keys of a service mostly see
+    the same manifest, whose pages then cost a new key no parsing, and nothing more is kept."""
+
+    _seen: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    _lock = threading.Lock()
+
+    def __init__(self, response: requests.Response) -> None:
+        page = _json(response)
+        if not isinstance(page, dict) or not isinstance(page.get("tools"), list):
+            raise GatewayError("the gateway's manifest is not an object with a 'tools' list",
+                               status=response.status_code)
+        self.entries = _valid_entries(page["tools"])
+        self.cursor, self.etag = page.get("nextCursor"), page.get("etag")
+        self._prepared: dict[Prepare, list[tuple[Any, dict[str, Any]]]] = {}
+
+    @classmethod
+    def of(cls, response: requests.Response) -> _ManifestPage:
+        body = hashlib.sha256(response.content).digest()
+        with cls._lock:
+            page = cls._seen.get(body)
+        if page is None:
+            page = cls(response)
+            with cls._lock:
+                page = cls._seen.setdefault(body, page)
+        return page
+
+    def prepared(self, prepare: Prepare) -> list[tuple[Any, dict[str, Any]]]:
+        """What ``prepare`` makes of the entries (made once; a racing thread makes the same). From then
+        on the page keeps the entries ``prepare`` keeps (one copy shared with other tenants, not its own)."""
+        made = self._prepared.get(prepare)
+        if made is None:
+            made = [prepare(entry) for entry in self.entries]
+            self.entries = [kept for _, kept in made]
+            self._prepared[prepare] = made
+        return made
+
+
 class _ChangedMidway(Exception):
     """The manifest's ETag changed between two pages."""
+
+
+class _Ahead:
+    """A call made on a thread of its own (in the caller's context: its trace, its log fields),
+    whose result, or exception, the caller takes when it needs it."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self._done = threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(self._run, call), name="gateway-ahead", daemon=True).start()
+
+    def _run(self, call: Callable[[], Any]) -> None:
+        try:
+            self._value = call()
+        except BaseException as exc:  # handed to the caller, which raises it
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def result(self) -> Any:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _http() -> Any:

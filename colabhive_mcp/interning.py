@@ -1,11 +1,13 @@
 """What tenants share: identical manifest entries, and the tool definitions built from them, are
-held once per process however many keys see them (most tenants see the same public actions)."""
+held once per process however many keys see them (most tenants see the same public actions); so is
+the catalogue of a whole manifest, while a tenant holds it (:func:`held`)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import threading
+import weakref
 from typing import Any, Callable, Hashable
 
 from cachetools import LRUCache
@@ -13,10 +15,11 @@ from cachetools import LRUCache
 _lock = threading.Lock()
 _entries: LRUCache = LRUCache(maxsize=50_000)  # digest -> the one entry object
 _built: LRUCache = LRUCache(maxsize=200_000)  # (digest, ...) -> the one definition or view built from it
+_held: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # key -> an object some tenant holds
 
 
-def digest(entry: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+def digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def entry(value: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -34,4 +37,16 @@ def built(key: Hashable, build: Callable[[], Any]) -> Any:
         found = build()
         with _lock:
             found = _built.setdefault(key, found)
+    return found
+
+
+def held(key: Hashable, build: Callable[[], Any]) -> Any:
+    """The one object built for ``key`` while anything holds it (then it goes: a large object, such as
+    a catalogue, is kept no longer than a tenant uses it)."""
+    with _lock:
+        found = _held.get(key)
+    if found is None:
+        found = build()
+        with _lock:
+            found = _held.setdefault(key, found)
     return found

@@ -8,7 +8,9 @@ With an :class:`InstanceCopy`, the workers of an instance share that work throug
 the worker whose copy expires first asks the gateway (conditionally) and records the answer;
 the others take it from the store, so a tenant's manifest costs the instance one GET per TTL,
 and when the gateway fails, every worker serves the last good copy, even one that never
-fetched it itself.
+fetched it itself. A copy names its manifest's content, which the store holds once for every key
+whose manifest it is: a new key with a known manifest writes a few bytes, and a thousand keys
+holding one manifest take its size once.
 
 Answers are recorded in the order their questions were asked, not the order they arrive: an
 answer to a question asked before another worker's (or before a refresh, which may follow a
@@ -27,13 +29,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from . import metrics, interning
-from .gateway import Gateway, GatewayError
+from .gateway import Gateway, GatewayError, ManifestDocument
 from .keys import KeyRejected
 from .logs import log
 from .store import MemoryStore, SqliteStore
 
 RETRY_AFTER_FAILURE_S = 5.0
 COPIES, CONFIRMED, FETCHING, WRITING = "manifest", "manifest-confirmed", "manifest-fetching", "manifest-writing"
+CONTENTS, STORED = "manifest-content", "manifest-content-stored"  # a manifest's entries, once for every key holding it
 KEPT_S = 3600.0  # how long after its last confirmation the instance keeps a tenant's copy
 LOOK_AGAIN_S = 0.05  # how often a worker looks whether another one's fetch has landed
 SOON_S = 1.0  # how long a worker serves its copy while another one gets newer news
@@ -47,14 +50,26 @@ class Manifest:
 
     entries: tuple[dict[str, Any], ...]
     etag: str | None
-    digests: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    digests: tuple[str, ...] = field(default=(), repr=False, compare=False)  # given: the entries are interned
     by_slug: dict[str, dict[str, Any]] = field(init=False, repr=False, compare=False)
+    content: str = field(init=False, repr=False, compare=False)  # the ETag and every entry, as one digest
+    pages: tuple[Any, ...] = field(default=(), repr=False, compare=False)  # what the gateway's answer was read from
 
     def __post_init__(self) -> None:
-        pairs = [interning.entry(e) for e in self.entries]
-        object.__setattr__(self, "digests", tuple(d for d, _ in pairs))
-        object.__setattr__(self, "entries", tuple(e for _, e in pairs))
+        if len(self.digests) != len(self.entries):
+            pairs = [interning.entry(e) for e in self.entries]
+            object.__setattr__(self, "digests", tuple(d for d, _ in pairs))
+            object.__setattr__(self, "entries", tuple(e for _, e in pairs))
         object.__setattr__(self, "by_slug", {e["name"]: e for e in self.entries})
+        object.__setattr__(self, "content", interning.digest([self.etag, *self.digests]))
+
+    @classmethod
+    def fetched(cls, document: ManifestDocument) -> Manifest:
+        """The manifest of a document whose entries its fetch interned (``prepare=interning.entry``)."""
+        if len(document.prepared) != len(document.entries):
+            return cls(document.entries, document.etag)
+        return cls(tuple(e for _, e in document.prepared), document.etag, tuple(d for d, _ in document.prepared),
+                   document.pages)
 
 
 class ManifestError(Exception):
@@ -85,7 +100,18 @@ class InstanceCopy:
 
     def load(self) -> Manifest | None:
         copy = self.store.get(COPIES, self.digest)
-        return None if copy is None else Manifest(tuple(copy["entries"]), copy["etag"])
+        if copy is None:
+            return None
+        content = copy if "entries" in copy else self.store.get(CONTENTS, copy["content"])  # (a copy of before: whole)
+        return None if content is None else Manifest(tuple(content["entries"]), copy["etag"])
+
+    def _copy(self, manifest: Manifest) -> None:
+        """Record ``manifest`` as this key's copy. Its content is written unless it was lately (by any key's
+        copy): content lives half as long again as a copy, so it outlives every copy that names it."""
+        if self.store.get(STORED, manifest.content) is None:
+            self.store.put(CONTENTS, manifest.content, {"entries": list(manifest.entries)}, KEPT_S * 1.5)
+            self.store.put(STORED, manifest.content, True, KEPT_S / 2)
+        self.store.put(COPIES, self.digest, {"etag": manifest.etag, "content": manifest.content}, KEPT_S)
 
     def confirm(self, manifest: Manifest, changed: bool, asked: float) -> bool:
         """The gateway answered ``manifest`` to a question asked at ``asked`` (``changed``: a new
@@ -101,7 +127,7 @@ class InstanceCopy:
             now, same = self.clock(), confirmed is not None and not changed and confirmed["etag"] == manifest.etag
             copied = confirmed.get("copied", 0.0) if same else 0.0
             if now - copied > KEPT_S / 2:
-                self.store.put(COPIES, self.digest, {"etag": manifest.etag, "entries": list(manifest.entries)}, KEPT_S)
+                self._copy(manifest)
                 copied = now
             self.store.put(CONFIRMED, self.digest, {"etag": manifest.etag, "at": asked, "copied": copied}, KEPT_S)
             return False
@@ -251,7 +277,7 @@ class ManifestCache:
         asked = self.instance.clock() if self.instance is not None else 0.0
         started = time.perf_counter()
         try:
-            document = self.gateway.fetch_manifest(etag if self.conditional else None)
+            document = self.gateway.fetch_manifest(etag if self.conditional else None, interning.entry)
         except KeyRejected as exc:  # no stale copy for a key that is no longer accepted
             self._rejection, self._expires = exc, self.clock() + self.rejection_ttl
             if self.instance is not None:
@@ -276,7 +302,7 @@ class ManifestCache:
         log.bind(status=200, etag=document.etag, duration_ms=took_ms, bytes=document.size,
                  tools=len(document.entries), tenant=self.gateway.key_id).info("manifest.fetched")
         metrics.MANIFEST.labels("fetched").inc()
-        self._current = self._recorded(Manifest(document.entries, document.etag), True, asked)
+        self._current = self._recorded(Manifest.fetched(document), True, asked)
         return self._current
 
     def _recorded(self, manifest: Manifest, changed: bool, asked: float) -> Manifest:

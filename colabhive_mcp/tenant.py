@@ -11,7 +11,7 @@ import contextlib
 import threading
 from typing import Any, Callable, NamedTuple
 
-from . import results, metrics
+from . import interning, results, metrics
 from .config import Config
 from .builtin_tools import ENTRIES as BUILTINS
 from .calls import CallOptions, ToolCall
@@ -188,12 +188,15 @@ class Tenant:
             raise Unreachable.of(exc, f"cannot reach ColabHive to stop it: {exc.message}") from exc
 
     def catalog(self, profile: Profile = UNKNOWN) -> Catalog:
-        """The tools of the current manifest for this client profile (built once per manifest)."""
+        """The tools of the current manifest for this client profile: built once per manifest content
+        (its ETag and every entry), policy and profile, and shared with every tenant of this process
+        whose manifest is the same (never with one whose manifest differs, whatever its ETag)."""
         manifest = self.manifest.get()
         catalog = self._catalogs.get(profile.name)
-        if catalog is None or catalog.manifest is not manifest or catalog.profile != profile:
-            catalog = Catalog(manifest, self.policy, profile, BUILTINS)
-            self._catalogs = {**{k: c for k, c in self._catalogs.items() if c.manifest is manifest},
+        if catalog is None or catalog.manifest.content != manifest.content or catalog.profile != profile:
+            catalog = interning.held(("catalog", manifest.content, self.policy, profile),
+                                     lambda: Catalog(manifest, self.policy, profile, BUILTINS))
+            self._catalogs = {**{k: c for k, c in self._catalogs.items() if c.manifest.content == manifest.content},
                               profile.name: catalog}
         return catalog
 

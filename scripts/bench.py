@@ -24,13 +24,16 @@ forwards the call with ``requests``), so the table shows what the project's own 
 from __future__ import annotations
 
 import argparse
+import compileall
 import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -50,7 +53,7 @@ from colabhive_mcp.cli.demo import StdioPeer  # noqa: E402
 from colabhive_mcp.protocol import Server, Session  # noqa: E402
 from colabhive_mcp.sandbox import API_PREFIX, DEMO_KEY  # noqa: E402
 from colabhive_mcp.tenant import Tenant  # noqa: E402
-from tests.http_server import HttpServer, free_port  # noqa: E402
+from tests.http_server import HttpServer, free_port, rpc_messages  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from baseline import BaselineServer, FloorServer, ServerProcess, version  # noqa: E402
@@ -309,6 +312,51 @@ def bench_long_polls(sandbox: Sandbox, server: HttpServer, calls: int, seconds: 
             "server_cpu_s": round(cpu_seconds(server.process.pid) - cpu, 2)}
 
 
+def modern_list(url: str, key: str) -> int:
+    """A 2026 ``tools/list`` with ``key``, on a connection of its own: how many tools it lists."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MODERN_META}}
+    response = requests.post(url, json=body, timeout=60, headers={
+        "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list", "Accept": "application/json",
+        "Authorization": f"Bearer {key}"})
+    response.raise_for_status()
+    return len(response.json()["result"]["tools"])
+
+
+def bench_churn(sandbox: Sandbox, keys: int, laps: int, batch: int) -> dict[str, Any]:
+    """``keys`` distinct keys, ``laps`` times over, each making one ``tools/list``, through a server at its
+    defaults (far more keys than its pools hold: each list is a new tenant, most evicting another): the
+    server's CPU per new tenant and its RSS, batch by batch. Flat is the figure: no batch costs more
+    than the first, nor holds more memory once the pools are full."""
+    names = [f"hive_churn_{i:05d}" for i in range(keys)]
+    for key in names:
+        requests.post(sandbox.root_url + "/_sandbox/keys", json={"key": key}, timeout=10).raise_for_status()
+    runtime = Path(tempfile.mkdtemp(prefix="colabhive-bench-churn-"))
+    server = HttpServer(sandbox.url, env={"COLABHIVE_RUNTIME_DIR": str(runtime)})
+    batches: list[dict[str, float]] = []
+    try:
+        for _lap in range(laps):
+            for start in range(0, keys, batch):
+                cpu = cpu_seconds(server.process.pid)
+                for key in names[start:start + batch]:
+                    modern_list(server.url, key)
+                batches.append({"cpu_ms_per_tenant": round((cpu_seconds(server.process.pid) - cpu) / batch * 1000, 2),
+                                "rss_mb": process_stats(server.process.pid)[1], "store_mb": files_mb(runtime)})
+    finally:
+        server.stop()
+        shutil.rmtree(runtime, ignore_errors=True)
+    cpu = [b["cpu_ms_per_tenant"] for b in batches]
+    return {"keys": keys, "laps": laps, "batch": batch, "pool_size": Config().pool_size, "batches": batches,
+            "cpu_ms_per_tenant": {"first": cpu[0], "median": statistics.median(cpu), "last": cpu[-1]},
+            "rss_mb": {"first": batches[0]["rss_mb"], "last": batches[-1]["rss_mb"],
+                       "max": max(b["rss_mb"] for b in batches)},
+            "store_mb": {"first": batches[0]["store_mb"], "last": batches[-1]["store_mb"]}}
+
+
+def files_mb(directory: Path) -> float:
+    """What the files in ``directory`` hold (the instance store: in production, a tmpfs, so memory too)."""
+    return round(sum(f.stat().st_size for f in directory.rglob("*") if f.is_file()) / 1e6, 1)
+
+
 def bench_cold_list(sandbox: Sandbox, threads: int) -> dict[str, Any]:
     config = Config(api_url=sandbox.url, api_key=DEMO_KEY, log_level="error")
     tenant = Tenant(config, DEMO_KEY)
@@ -381,6 +429,110 @@ def bench_stdio_startup(runs: int, baseline: str | None = None) -> dict[str, Any
     return percentiles(samples)
 
 
+def new_key(sandbox: Sandbox) -> str:
+    """A key the gateway accepts and no server has seen."""
+    key = f"hive_bench_new_{os.urandom(6).hex()}"
+    requests.post(sandbox.root_url + "/_sandbox/keys", json={"key": key}, timeout=10).raise_for_status()
+    return key
+
+
+def legacy_request(session: requests.Session, url: str, key: str, method: str, request_id: int,
+                   session_id: str | None = None, params: dict[str, Any] | None = None) -> requests.Response:
+    """One 2025-11-25 request to an HTTP server, with its session id once it has one."""
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method,
+                            **({"params": params} if params else {})}
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
+    if session_id:
+        headers.update({"Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"})
+    response = session.post(url, json=body, headers=headers, timeout=60)
+    response.raise_for_status()
+    return response
+
+
+def first_list(session: requests.Session, url: str, key: str) -> int:
+    """``initialize``, then the first ``tools/list`` on the same connection: how many tools it lists. (The
+    ``initialized`` notification, which neither server needs before a list, is left out: 0.3.4 answers
+    it with a 204 that has a body, which breaks the connection.)"""
+    hello = legacy_request(session, url, key, "initialize", 0, params={
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}})
+    session_id = hello.headers.get("Mcp-Session-Id")
+    answer = rpc_messages(legacy_request(session, url, key, "tools/list", 1, session_id))[-1]
+    return len(answer["result"]["tools"])
+
+
+def warm_without_key(url: str) -> None:
+    """What any request does first (imports, connections): keyless requests, each answered 401, on a few connections."""
+    for _ in range(8):
+        with requests.Session() as session:
+            response = session.post(url, json={"jsonrpc": "2.0", "id": 0, "method": "ping"}, timeout=30,
+                                    headers={"Accept": "application/json, text/event-stream"})
+            assert response.status_code == 401, response.status_code
+
+
+def new_tenant_trial(sandbox: Sandbox, baseline: str | None = None) -> dict[str, Any]:
+    """A new tenant's ``initialize`` → first ``tools/list`` answer in a fresh server process (this
+    package's, or the ``baseline`` Python's) warmed with keyless requests: the wall time, and the
+    server's CPU for it."""
+    server: Served = BaselineServer(baseline, sandbox.root_url, free_port()) if baseline else HttpServer(sandbox.url)
+    try:
+        warm_without_key(server.url)
+        key = new_key(sandbox)
+        time.sleep(0.5)  # the server settles: its CPU counted below is this tenant's
+        with requests.Session() as session:
+            before, started = cpu_seconds(server.process.pid), time.perf_counter()
+            tools = first_list(session, server.url, key)
+            return {"s": time.perf_counter() - started, "cpu_s": cpu_seconds(server.process.pid) - before,
+                    "tools": tools}
+    finally:
+        server.stop()
+
+
+def stdio_list_trial(sandbox: Sandbox, baseline: str | None = None) -> dict[str, Any]:
+    """Spawn → the first ``tools/list`` answer of a stdio server (this package's, or the ``baseline``
+    Python's) on the gateway with the 1 MB manifest, as a host does: ``initialize``, then the list."""
+    argv, env, cwd = (baseline_stdio(baseline, sandbox.root_url) if baseline else
+                      ([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url, "--log-level",
+                        "error"], dict(os.environ), None))
+    started = time.perf_counter()
+    peer = StdioPeer(argv, env={**env, "COLABHIVE_API_KEY": DEMO_KEY}, cwd=cwd)
+    try:
+        peer.initialize()
+        tools = len(peer.request("tools/list")["result"]["tools"])
+        return {"s": time.perf_counter() - started, "tools": tools}
+    finally:
+        peer.close()
+
+
+def cold_runs(trial: Callable[..., dict[str, Any]], sandbox: Sandbox, trials: int,
+              baseline: str | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``trials`` trials of a cold path for this package and, alternating with them, for the
+    ``baseline`` Python's release (so that both see the same machine): each side's figures."""
+    ours: list[dict[str, Any]] = []
+    theirs: list[dict[str, Any]] = []
+    for _ in range(trials):
+        ours.append(trial(sandbox))
+        if baseline:
+            theirs.append(trial(sandbox, baseline))
+    if not baseline:
+        return summary(ours), None
+    ratios = [round(a["s"] / b["s"], 2) for a, b in zip(ours, theirs)]  # each trial over the one beside it
+    return {**summary(ours), "ratio": statistics.median(ratios), "ratio_runs": ratios}, summary(theirs)
+
+
+def summary(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    figures = {**percentiles([t["s"] for t in trials]), "runs_ms": [round(t["s"] * 1000, 1) for t in trials],
+               "tools": trials[-1]["tools"]}
+    if "cpu_s" in trials[0]:
+        figures["server_cpu_ms"] = round(statistics.median(t["cpu_s"] for t in trials) * 1000, 1)
+    return figures
+
+
+def installed_bytecode() -> None:
+    """Compile the package's bytecode, as installing a wheel does (0.3.4's was, when pip installed it):
+    a checkout run with PYTHONDONTWRITEBYTECODE would compile every module at every start."""
+    compileall.compile_dir(str(ROOT / "colabhive_mcp"), quiet=1)
+
+
 def median_run(runs: list[dict[str, Any]], figure: str) -> dict[str, Any]:
     """The run whose ``figure`` is the median, with every run's ``figure`` beside it."""
     value = (lambda run: run[figure]) if figure in runs[0] else (lambda run: run["server"][figure])
@@ -405,9 +557,19 @@ def main() -> int:
         print(render_table(json.loads(Path(args.table).read_text()), args.table))
         return 0
     logs.configure("error")
+    installed_bytecode()
     mode = "quick" if args.quick else "full"
     n, repeat = (20, args.repeat or 1) if args.quick else (400, args.repeat or 3)
+    cold_trials = 2 if args.quick else 7
     results: dict[str, Any] = {"run": run_facts(mode, repeat)}
+    cold_baseline: dict[str, Any] = {}  # the older release's figures of the cold paths, measured alternately
+
+    def cold(name: str, trial: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+        ours, theirs = cold_runs(trial, sandbox, cold_trials, args.baseline)
+        if theirs is not None:
+            cold_baseline[name] = theirs
+        return ours
+
     with Sandbox(page_size=100, cold_start_s=2) as sandbox:
         add_big_manifest(sandbox)
         server = HttpServer(sandbox.url)  # its default settings
@@ -416,7 +578,10 @@ def main() -> int:
             "overhead_stdio": lambda: median_run([bench_overhead_stdio(sandbox, n) for _ in range(repeat)],
                                                  "added_p50_ms"),
             "tools_list_warm": lambda: bench_tools_list(sandbox, n),
+            "new_tenant_first_list": lambda: cold("new_tenant_first_list", new_tenant_trial),
+            "stdio_first_list": lambda: cold("stdio_first_list", stdio_list_trial),
             "cold_tools_list_100_threads": lambda: bench_cold_list(sandbox, 100),
+            "churn": lambda: bench_churn(sandbox, 40 if args.quick else 1000, 2, 10 if args.quick else 100),
             "polls_for_job": lambda: bench_polls(sandbox, 5 if args.quick else 60),
             "tenancy": lambda: bench_tenancy(sandbox, 8 if args.quick else 64),
             "overhead_http": lambda: median_run([bench_overhead_http(sandbox, server, n) for _ in range(repeat)],
@@ -437,6 +602,7 @@ def main() -> int:
             results["floor"] = measure_floor(sandbox, repeat, args.quick)
         if args.baseline:
             results["baseline"] = measure_baseline(args.baseline, sandbox, chosen, n, repeat, args.quick)
+            results["baseline"].update(cold_baseline)
     print_table(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

@@ -22,7 +22,10 @@ HEADLINES = {  # figure -> (label, how to read it from a results file, unit)
     "floor_cpu": ("the stack's floor: server CPU per call, 8 clients",
                   lambda r: r["throughput_8_clients"]["server"]["cpu_us_per_call"]["server"] / 1000, "ms"),
     "tools_list_warm": ("warm tools/list, p50", lambda r: r["server_ms"]["p50"], "ms"),
+    "new_tenant_first_list": ("new tenant: initialize → first tools/list, p50", lambda r: r["p50"], "ms"),
+    "stdio_first_list": ("stdio: spawn → first tools/list, p50", lambda r: r["p50"], "ms"),
     "tenancy": ("RSS added by the tenants", lambda r: r["rss_added_mb"], "MB"),
+    "churn": ("server CPU per new tenant, keys churning", lambda r: r["cpu_ms_per_tenant"]["median"], "ms"),
     "long_polls": ("peak RSS, concurrent long calls", lambda r: r["peak_rss_mb"], "MB"),
 }
 
@@ -45,9 +48,6 @@ def render_comparison(old: dict[str, Any], new: dict[str, Any]) -> str:
 
 def render_table(results: dict[str, Any], source: str) -> str:
     """The performance table of docs/performance.rst (reStructuredText) from a results file: no hand-typed figure."""
-    def spread(runs: list[float], unit: str = "") -> str:
-        return f"runs {min(runs):g}–{max(runs):g}{unit}" if len(runs) > 1 else "one run"
-
     run = results["run"]
     threads, default_threads = run["http_server"]["threads"], Config().http_threads
     note = " (per-key limits off)" if run["http_server"]["environment"] else ""
@@ -65,6 +65,11 @@ def render_table(results: dict[str, Any], source: str) -> str:
         t = results["tools_list_warm"]
         rows.append((f"warm ``tools/list``, {t['tools']} tools, {t['bytes'] / 1e6:.1f} MB",
                      f"{t['server_ms']['p50']:.2f} ms p50 ({t['server_ms']['p99']:.2f} p99)", "2 ms"))
+    for name, label in COLD_ROWS.items():
+        if figure(name):
+            c = results[name]
+            rows.append((label, f"{c['p50']:.0f} ms p50 ({spread(c['runs_ms'], ' ms')}){_ratio(results, name)}",
+                         "0.8 × 0.3.4"))
     if figure("cold_tools_list_100_threads"):
         rows.append(("manifest GETs for 100 simultaneous cold lists",
                      str(results["cold_tools_list_100_threads"]["manifest_gets"]), "1"))
@@ -92,6 +97,13 @@ def render_table(results: dict[str, Any], source: str) -> str:
         t = results["tenancy"]
         rows.append((f"{t['tenants']} tenants holding a {t['manifest_bytes'] / 1e6:.2f} MB manifest",
                      f"+{t['rss_added_mb']:.0f} MB RSS ({t['rss_total_mb']:.0f} MB in all)", "200 MB"))
+    if figure("churn"):
+        c = results["churn"]
+        cpu, rss, store = c["cpu_ms_per_tenant"], c["rss_mb"], c["store_mb"]
+        rows.append((f"{c['keys']} keys, {c['laps']} laps, one ``tools/list`` each, through pools of {c['pool_size']} "
+                     "per worker", f"server CPU per new tenant {cpu['median']:.0f} ms (first {c['batch']} keys "
+                     f"{cpu['first']:.0f}, last {cpu['last']:.0f}); RSS {rss['first']:.0f} → {rss['last']:.0f} MB; "
+                     f"instance store {store['first']:.0f} → {store['last']:.0f} MB", "flat"))
     if figure("polls_for_job"):
         p = results["polls_for_job"]
         rows.append((f"upstream polls for a {p['job_s']:g} s job", str(p["polls"]), ""))
@@ -106,6 +118,25 @@ def render_table(results: dict[str, Any], source: str) -> str:
         f"workers of {threads} threads.")
 
 
+COLD_ROWS = {  # the cold paths, measured in fresh processes with the 1 MB manifest
+    "new_tenant_first_list": "a new tenant's ``initialize`` → first ``tools/list``, hosted, fresh process",
+    "stdio_first_list": "stdio: spawn → ``initialize`` → first ``tools/list``",
+}
+
+
+def _ratio(results: dict[str, Any], name: str) -> str:
+    """The figure over the older release's, when both were measured in the run (trials side by side:
+    the median of each trial's ratio to the one beside it)."""
+    figures = results[name]
+    if "ratio" not in figures:
+        return ""
+    return f"; {figures['ratio']:.2f} × 0.3.4 ({spread(figures['ratio_runs'])})"
+
+
+def spread(runs: list[float], unit: str = "") -> str:
+    return f"runs {min(runs):g}–{max(runs):g}{unit}" if len(runs) > 1 else "one run"
+
+
 def _cpu(figures: dict[str, Any]) -> str:
     cpu = figures.get("server_cpu_ms_per_call")
     return "" if cpu is None else f"; server CPU {cpu:.2f} ms/call"
@@ -113,6 +144,9 @@ def _cpu(figures: dict[str, Any]) -> str:
 
 def _baseline_cell(old: dict[str, Any], label: str) -> str:
     """The older release's figure for the row ``label``, where it was measured."""
+    cold = next((name for name, row in COLD_ROWS.items() if row == label), None)
+    if cold is not None and cold in old:
+        return f"{old[cold]['p50']:.0f} ms p50 ({spread(old[cold]['runs_ms'], ' ms')})"
     if label.startswith("stdio start-up") and "stdio_startup_ms" in old:
         return f"{old['stdio_startup_ms']['p50']:.0f} ms p50"
     if label.startswith("added per warm ``tools/call``, HTTP") and "overhead_http" in old:

@@ -1,16 +1,20 @@
 """Long-call capacity at default settings: 1,000 concurrent 15 s calls over 100 keys on one instance.
 
-    python scripts/capacity.py                                    # the figure docs/performance.rst quotes
+    python scripts/capacity.py                                    # the figure docs/operations.rst quotes
+    python scripts/capacity.py --calls 2000 --keys 200 --addresses 200   # twice that, each key from its own address
     python scripts/capacity.py --calls 200 --keys 20 --seconds 5  # a smaller run
     python scripts/capacity.py --json capacity.json
 
 Starts the sandbox gateway in a process of its own and one ``colabhive-mcp serve`` instance with its
 default settings, lets the sandbox accept ``--keys`` keys, then starts every call at once: a 2026
 ``tools/call`` of a job that takes ``--seconds``, the calls spread evenly over the keys, each on a
-connection of its own. Meanwhile ``/healthz`` is probed every second. It reports how many calls
+connection of its own, from one loopback address (``--addresses N``: the keys spread over N, as
+keys of different users come from different clients, which the new-key budgets per client address
+then tell apart). Meanwhile ``/healthz`` is probed every second. It reports how many calls
 succeeded and how long they took, what was refused, the probes' latency, the upstream polls per
 call, and the instance's peak threads and RSS (its process tree, from /proc). Exit status 1 unless
-every call succeeded within ``--seconds`` + 10 s and every probe answered within 1 s.
+every call succeeded within ``--seconds`` + 10 s, every probe answered within 1 s and the RSS
+stayed under 1 GB.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import ROOT, Sandbox, process_stats  # noqa: E402
-from tests.http_server import HttpServer  # noqa: E402
+from tests.http_server import HttpServer, client  # noqa: E402
 
 MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 JOB = {"name": "capacity-job", "description": "Sleeps, then answers.", "kind": "tool", "latencyClass": "medium",
@@ -44,13 +48,13 @@ def prepare(sandbox: Sandbox, keys: list[str], seconds: float) -> None:
         "entry": JOB, "result": {"text": "done"}, "seconds": seconds}).raise_for_status()
 
 
-def call(url: str, key: str) -> tuple[str, float]:
-    """One call on a connection of its own: its outcome and how long it took."""
+def call(url: str, key: str, address: str) -> tuple[str, float]:
+    """One call on a connection of its own, from ``address``: its outcome and how long it took."""
     started = time.monotonic()
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "capacity-job", "arguments": {}, "_meta": MODERN}}
     try:
-        response = requests.post(url, json=body, timeout=300, headers={
+        response = client(address).post(url, json=body, timeout=300, headers={
             "Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream",
             "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "capacity-job"})
     except requests.RequestException as exc:
@@ -92,7 +96,7 @@ class Watch:
         self.thread.join()
 
 
-def run(calls: int, keys: int, seconds: float) -> dict:
+def run(calls: int, keys: int, seconds: float, addresses: int = 1) -> dict:
     api_keys = [f"hive_capacity_{i:04d}" for i in range(keys)]
     with Sandbox(page_size=100, cold_start_s=2, threads=calls + 100) as sandbox:  # the gateway is not the limit
         prepare(sandbox, api_keys, seconds)
@@ -104,16 +108,17 @@ def run(calls: int, keys: int, seconds: float) -> dict:
             lock = threading.Lock()
 
             def one(index: int) -> None:
-                outcome = call(server.url, api_keys[index % keys])
+                key = index % keys
+                outcome = call(server.url, api_keys[key], f"127.0.{key % addresses // 250}.{key % addresses % 250 + 1}")
                 with lock:
                     outcomes.append(outcome)
 
             started = time.monotonic()
-            clients = [threading.Thread(target=one, args=(i,)) for i in range(calls)]
-            for client in clients:
-                client.start()
-            for client in clients:
-                client.join()
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(calls)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
             wall = time.monotonic() - started
             watch.close()
             polls = Counter(e["route"] for e in sandbox.journal_entries())["poll"]
@@ -122,7 +127,7 @@ def run(calls: int, keys: int, seconds: float) -> dict:
     took = sorted(t for outcome, t in outcomes if outcome == "ok")
     probe_times = [t for _, t in watch.probes]
     return {
-        "calls": calls, "keys": keys, "job_s": seconds, "wall_s": round(wall, 1),
+        "calls": calls, "keys": keys, "addresses": addresses, "job_s": seconds, "wall_s": round(wall, 1),
         "outcomes": dict(Counter(outcome for outcome, _ in outcomes)),
         "ok_s": {"p50": round(statistics.median(took), 2), "max": round(took[-1], 2)} if took else None,
         "probes": {"count": len(probe_times), "failed": sum(1 for ok, _ in watch.probes if not ok),
@@ -137,16 +142,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--keys", type=int, default=100)
+    parser.add_argument("--addresses", type=int, default=1, help="loopback addresses the keys' calls come from")
     parser.add_argument("--seconds", type=float, default=15.0, help="how long each job takes")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args()
     os.chdir(ROOT)
-    results = run(args.calls, args.keys, args.seconds)
+    results = run(args.calls, args.keys, args.seconds, args.addresses)
     print(json.dumps(results, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     passed = (results["outcomes"] == {"ok": args.calls} and results["ok_s"]["max"] <= args.seconds + 10
-              and results["probes"]["failed"] == 0 and (results["probes"]["max_s"] or 0) <= 1.0)
+              and results["probes"]["failed"] == 0 and (results["probes"]["max_s"] or 0) <= 1.0
+              and results["peak"]["rss_mb"] < 1000)
     return 0 if passed else 1
 
 

@@ -23,6 +23,10 @@ def test_the_benchmarks_run(tmp_path):
     assert figures["throughput_8_clients"]["server"]["errors"] == 0
     assert figures["floor"]["throughput_8_clients"]["server"]["errors"] == 0  # the stack's floor answers too
     assert figures["tools_list_warm"]["tools"] > 300
+    assert figures["new_tenant_first_list"]["tools"] > 300 and figures["stdio_first_list"]["tools"] > 300
+    churn = figures["churn"]
+    assert len(churn["batches"]) == churn["laps"] * churn["keys"] // churn["batch"]
+    assert churn["store_mb"]["last"] - churn["store_mb"]["first"] < 5  # the 1 MB manifest is stored once, not per key
 
 
 def test_the_side_by_side_comparison_runs_each_server_on_its_own_copy_of_the_package(tmp_path):

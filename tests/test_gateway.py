@@ -35,15 +35,41 @@ def test_requests_carry_auth_agent_and_account(gateway):
     assert responses.calls[0].request.headers["User-Agent"].startswith("colabhive-mcp/")
 
 
+def named(entry):
+    """A ``prepare`` for fetch_manifest, run on each entry while the next page is on its way: its key, and
+    the entry to keep instead of the one read."""
+    return entry["name"].upper(), {**entry, "kept": True}
+
+
+PREPARE = pytest.mark.parametrize("prepare", [None, named])  # each page read in turn, or the next one read ahead
+
+
+@PREPARE
 @responses.activate
-def test_manifest_reads_every_page_and_keeps_the_etag(gateway):
+def test_manifest_reads_every_page_and_keeps_the_etag(gateway, prepare):
     responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({})],
                   json={"tools": [{"name": "a"}], "nextCursor": "p2"}, headers={"ETag": '"v1"'})
     responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "p2"})],
-                  json={"tools": [{"name": "b"}, {"nameless": True}], "nextCursor": None}, headers={"ETag": '"v1"'})
-    document = gateway.fetch_manifest()
-    assert [e["name"] for e in document.entries] == ["a", "b"]
+                  json={"tools": [{"name": "b"}, {"nameless": True}], "nextCursor": "p3"}, headers={"ETag": '"v1"'})
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "p3"})],
+                  json={"tools": [{"name": "c"}], "nextCursor": None}, headers={"ETag": '"v1"'})
+    document = gateway.fetch_manifest(prepare=prepare)
+    assert [e["name"] for e in document.entries] == ["a", "b", "c"]
+    assert [key for key, _ in document.prepared] == (["A", "B", "C"] if prepare else [])
+    assert all(e.get("kept") for e in document.entries) == bool(prepare)  # the entries prepare keeps
     assert document.etag == '"v1"' and document.size > 0
+
+
+@pytest.mark.parametrize("status,error", [(401, KeyRejected), (500, GatewayError)])
+@responses.activate
+def test_a_page_read_ahead_that_fails_fails_the_fetch_as_it_would_have(gateway, status, error):
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({})],
+                  json={"tools": [{"name": "a"}], "nextCursor": "p2"}, headers={"ETag": '"v1"'})
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "p2"})], status=status,
+                  json={"detail": "no"})
+    with pytest.raises(error, match="no"):
+        gateway.fetch_manifest(prepare=named)
+    assert (gateway.rejection is not None) == (status == 401)
 
 
 @responses.activate
@@ -60,14 +86,15 @@ def test_manifest_gzip_body_is_decoded(gateway):
     assert [e["name"] for e in gateway.fetch_manifest().entries] == ["z"]
 
 
+@PREPARE
 @responses.activate
-def test_manifest_that_changes_between_pages_is_read_again(gateway):
+def test_manifest_that_changes_between_pages_is_read_again(gateway, prepare):
     first = responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({})],
                           json={"tools": [{"name": "a"}], "nextCursor": "p2"}, headers={"ETag": '"v1"'})
     responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "p2"})],
                   json={"tools": [{"name": "b"}], "nextCursor": None}, headers={"ETag": '"v2"'})
     with pytest.raises(GatewayError, match="kept changing"):
-        gateway.fetch_manifest()
+        gateway.fetch_manifest(prepare=prepare)
     assert first.call_count == 2
 
 
@@ -320,6 +347,7 @@ def test_depth_is_judged_on_the_text_with_strings_skipped():
     assert not too_deep("[" * 512 + "]" * 512) and too_deep("[" * 513 + "]" * 513)
     assert too_deep('{"a":' * 1000)  # unclosed counts too: the parser would recurse before failing
     assert not too_deep('["' + "[" * 1000 + '"]') and not too_deep('["\\"' + "{" * 1000 + '"]')
+    assert too_deep('["\\\\"' + "[" * 1000 + "]" * 1001)  # the quote after an escaped backslash ends the string
 
 
 def test_a_tenant_finds_its_connection_pool_once_and_still_works_after_its_session_closed(sandbox):
@@ -333,3 +361,22 @@ def test_a_tenant_finds_its_connection_pool_once_and_still_works_after_its_sessi
     assert gateway.fetch_manifest().entries
     (kept,) = adapter._pools.values()
     assert kept.pool is not None  # open: the same pool where urllib3 only dropped it, else a new one
+
+
+@responses.activate
+def test_a_page_read_for_one_key_is_not_parsed_again_for_another_while_it_is_held():
+    import gc
+
+    body = {"tools": [{"name": "shared"}], "nextCursor": None}
+    responses.get(BASE + "/mcp/manifest", json=body, match=[matchers.header_matcher({"X-API-Key": "hive_page_one"})])
+    responses.get(BASE + "/mcp/manifest", json=body, match=[matchers.header_matcher({"X-API-Key": "hive_page_two"})])
+    responses.get(BASE + "/mcp/manifest", json={**body, "tools": [{"name": "own"}]},
+                  match=[matchers.header_matcher({"X-API-Key": "hive_page_own"})])
+    one, two, own = (Gateway(BASE, ApiKey.of(k), retries=0) for k in ("hive_page_one", "hive_page_two", "hive_page_own"))
+    first = one.fetch_manifest(prepare=named)
+    assert two.fetch_manifest(prepare=named).entries[0] is first.entries[0]  # the same bytes: read once
+    assert [e["name"] for e in own.fetch_manifest(prepare=named).entries] == ["own"]  # other bytes: read anew
+    entry = first.entries[0]
+    del first
+    gc.collect()
+    assert two.fetch_manifest().entries[0] is not entry  # nothing held it: read again, nothing kept

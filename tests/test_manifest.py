@@ -8,8 +8,8 @@ import pytest
 
 from colabhive_mcp.gateway import Gateway, ManifestDocument
 from colabhive_mcp.keys import ApiKey, KeyRejected
-from colabhive_mcp.manifest import (KEPT_S, SOON_S, WRITING, InstanceCopy, Manifest, ManifestCache, ManifestError,
-                                   load_snapshot)
+from colabhive_mcp.manifest import (COPIES, CONTENTS, KEPT_S, SOON_S, WRITING, InstanceCopy, Manifest, ManifestCache,
+                                   ManifestError, load_snapshot)
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.store import MemoryStore, SqliteStore
 
@@ -118,6 +118,19 @@ def test_the_instances_copy_outlives_its_confirmations(sandbox, gateway):
         assert copy.load() is not None and copy.load().etag == manifest.etag
 
 
+def test_keys_holding_one_manifest_have_its_content_stored_once(sandbox, gateway):
+    store = MemoryStore()
+    manifest, other = ManifestCache(gateway).get(), Manifest(({"name": "other-tool"},), '"other"')
+    copies = [InstanceCopy(store, f"key-digest-{i}") for i in range(3)]
+    for copy, held in zip(copies, (manifest, manifest, other)):
+        assert not copy.confirm(held, changed=True, asked=1.0)
+    stored = [key for space, key in store._entries if space == CONTENTS]
+    assert sorted(stored) == sorted({manifest.content, other.content})  # once each, whatever the keys
+    assert [c.load().digests for c in copies] == [manifest.digests, manifest.digests, other.digests]
+    store.put(COPIES, "key-digest-old", {"etag": '"o"', "entries": [{"name": "kept"}]}, 60)  # written whole, before
+    assert set(InstanceCopy(store, "key-digest-old").load().by_slug) == {"kept"}
+
+
 def test_no_worker_serves_the_copy_of_a_key_the_gateway_refuses(sandbox, gateway):
     copy = InstanceCopy(MemoryStore(), ApiKey.of(DEMO_KEY).digest)
     cache = ManifestCache(gateway, ttl=0, instance=copy)
@@ -186,7 +199,7 @@ class Publisher:
         self._held = threading.Event(), threading.Event()
         return self._held
 
-    def fetch_manifest(self, etag=None):
+    def fetch_manifest(self, etag=None, prepare=None):
         version, held, self._held = self.version, self._held, None
         if held is not None:
             held[0].set()

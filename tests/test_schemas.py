@@ -97,3 +97,38 @@ def test_a_schema_within_the_budget_is_still_inlined_whole():
     for _ in range(6):
         leaf = leaf["properties"]["right"]
     assert leaf == {"type": "integer", "minimum": 0}
+
+
+def nested(depth):
+    """A schema whose deepest value is ``depth`` levels below its root."""
+    schema = {"type": "string"}
+    for _ in range(depth - 1):
+        schema = {"items": schema}
+    return {"type": "object", "properties": {"x": schema}}
+
+
+def with_values(count):
+    """A schema of ``count`` values in all, with definitions (which a schema past the budget loses)."""
+    return {"type": "object", "$defs": {"unused": {"type": "string"}}, "enum": [list(range(count - 7))]}
+
+
+def test_a_schema_without_local_references_is_shown_as_it_is_and_every_other_one_as_before():
+    from colabhive_mcp.schemas import MAX_DEPTH, MAX_INLINED_NODES, STRICT_DROPPED, _compact, _inline, _object_root
+
+    def before(schema, strict=False):  # what portable showed before plain schemas were left as they are
+        try:
+            inlined = _inline(schema, schema, (), 0, [MAX_INLINED_NODES])
+        except Exception:
+            inlined = _compact(schema)
+        return _object_root({k: v for k, v in inlined.items() if not (strict and k in STRICT_DROPPED)}, strict)
+
+    flat = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(10)}}
+    cases = [flat, nested(MAX_DEPTH - 2), nested(MAX_DEPTH - 1), nested(MAX_DEPTH), nested(MAX_DEPTH + 2),
+             {"type": "object", "properties": {"$ref": {"type": "string"}}},  # a property named $ref
+             {"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}},  # not a local one
+             {"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"type": "integer"}}},
+             with_values(MAX_INLINED_NODES), with_values(MAX_INLINED_NODES + 1)]  # the budget's edge
+    for schema in cases:
+        assert portable(schema) == before(schema) and portable(schema, True) == before(schema, True)
+    assert portable(flat)["properties"] is flat["properties"]  # left as it is: not copied
+    assert portable(nested(MAX_DEPTH + 2)) != nested(MAX_DEPTH + 2)  # too deep: cut, as before

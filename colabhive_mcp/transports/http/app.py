@@ -12,6 +12,7 @@ of an instance must agree on is in the instance store.
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any, Callable
 from urllib.parse import urlsplit
@@ -40,12 +41,17 @@ from .wire import (Answer, HttpError, bind_host, failed, hostname, json_response
                    not_allowed, request_id_of)
 
 
+EARLY_IMPORTS = ("requests", "jsonschema")  # what a tenant's first requests need (stdio imports them then)
+
+
 class McpApp:
     """The WSGI application."""
 
     def __init__(self, config: Config) -> None:
         check_config(config)
         self.config = config
+        for module in EARLY_IMPORTS:
+            importlib.import_module(module)
         resumable = config.single_tenant if config.resumable_streams is None else config.resumable_streams
         store = open_store(config.runtime_dir, config.store_max_entries)  # what this instance's workers agree on
         self.core = Server(config, list_changed=resumable, store=store)  # announced on the GET stream (affinity)
@@ -165,7 +171,9 @@ def check_config(config: Config) -> None:
 
 
 def create_app(config: Config | None = None) -> McpApp:
-    """The WSGI app, configured from the environment (and ``$COLABHIVE_MCP_CONFIG``) by default."""
+    """The WSGI app, configured from the environment (and ``$COLABHIVE_MCP_CONFIG``) by default. It
+    imports the gateway client's HTTP stack and the argument checker as the worker starts (stdio
+    leaves them to the first request that needs them): a new tenant's first request does not pay for them."""
     if config is None:
         config = load().config
         configure(config.log_level, config.log_format, file=config.log_file)

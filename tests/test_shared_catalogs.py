@@ -1,0 +1,55 @@
+"""A catalogue is built once per manifest content and shared by the tenants holding it, never by
+tenants whose manifests differ (whatever their ETags say); validators are compiled on a tool's first call."""
+
+import responses
+from responses import matchers
+
+from colabhive_mcp.config import Config
+from colabhive_mcp.tenant import Tenant
+
+URL = "https://gw.test/api/builder/v1"
+SAME_ETAG = '"v1"'  # two gateways (or one careless one) may give different manifests the same ETag
+
+
+def serve(key, *tools):
+    responses.get(URL + "/mcp/manifest", json={"tools": list(tools), "nextCursor": None}, headers={"ETag": SAME_ETAG},
+                  match=[matchers.header_matcher({"X-API-Key": key})])
+
+
+def action(name, schema=None):
+    return {"name": name, "description": f"{name} does things", "sideEffects": [],
+            "inputSchema": schema or {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}
+
+
+def tenants(*keys):
+    config = Config(api_url=URL, log_level="error")
+    return [Tenant(config, key) for key in keys]
+
+
+@responses.activate
+def test_tenants_share_a_catalogue_only_when_their_manifests_are_the_same():
+    serve("hive_same0001", action("alpha"))
+    serve("hive_same0002", action("alpha"))
+    serve("hive_other003", action("alpha", {"type": "object", "properties": {"secret": {"type": "string"}}}),
+          action("private-beta"))
+    first, second, other = tenants("hive_same0001", "hive_same0002", "hive_other003")
+    assert first.catalog() is second.catalog()  # built once for both
+    assert other.catalog() is not first.catalog()
+    assert "private-beta" in other.catalog().by_name and "private-beta" not in first.catalog().by_name
+    assert "secret" in str(other.catalog().listing("2025-11-25")) and "secret" not in str(first.catalog().listing("2025-11-25"))
+    assert first.catalog().manifest.etag == other.catalog().manifest.etag == SAME_ETAG
+
+
+@responses.activate
+def test_a_validator_is_compiled_on_the_first_call_and_then_judges_as_before():
+    serve("hive_valid001", action("alpha"), action("odd", {"type": "object", "properties": 5}))
+    (tenant,) = tenants("hive_valid001")
+    catalog = tenant.catalog()
+    catalog.listing("2025-11-25")
+    alpha, odd = catalog.by_name["alpha"], catalog.by_name["odd"]
+    assert "_input_check" not in vars(alpha) and "_input_check" not in vars(odd)  # listing compiled none
+    assert "'n' is a required property" in alpha.argument_errors({})
+    assert "_input_check" in vars(alpha) and alpha.argument_errors({"n": 1}) is None
+    assert odd.argument_errors({"anything": 1}) is None  # a broken schema: the gateway judges, as before
+    listed = {t["name"]: t for t in catalog.listing("2025-11-25")}
+    assert listed["odd"]["inputSchema"] == {"type": "object", "properties": 5}  # and listed as it was
