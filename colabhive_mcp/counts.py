@@ -115,7 +115,9 @@ class SharedCounts(MappedFile):
         """The rows of ``digest`` (from its home row to the first never-used row): this process's
         row, a row free for reuse, the count held under ``digest``, and the other processes' rows
         that hold places (an earlier process with this pid is one of them: its start time differs)."""
-        own, spare, held, others = None, None, 0, []
+        own: int | None = None
+        spare: int | None = None
+        held, others = 0, list[int]()
         for offset in _probe(digest):
             row_digest, pid, count, start = ROW.unpack_from(table, offset)
             if row_digest == EMPTY:

@@ -174,7 +174,7 @@ class Gateway:
         entries: list[dict[str, Any]] = []
         prepared: list[tuple[Any, dict[str, Any]]] = []
         pages: list[_ManifestPage] = []
-        size, first_etag, seen = 0, None, set()
+        size, first_etag, seen = 0, None, set[str | None]()
         page_answer = self._manifest_page(None, {"If-None-Match": etag} if etag else {}, ahead=False)
         for _page in range(MAX_MANIFEST_PAGES):
             response = page_answer()

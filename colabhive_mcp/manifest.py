@@ -32,7 +32,7 @@ from . import metrics, interning
 from .gateway import Gateway, GatewayError, ManifestDocument
 from .keys import KeyRejected
 from .logs import log
-from .store import MemoryStore, SqliteStore
+from .state import InstanceStore
 
 RETRY_AFTER_FAILURE_S = 5.0
 COPIES, CONFIRMED, FETCHING, WRITING = "manifest", "manifest-confirmed", "manifest-fetching", "manifest-writing"
@@ -86,7 +86,7 @@ class InstanceCopy:
     asked for it (``at``: the order of answers too), and whether a worker is asking the gateway now.
     Keyed by the key's digest."""
 
-    def __init__(self, store: MemoryStore | SqliteStore, digest: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: InstanceStore, digest: str, clock: Callable[[], float] = time.time) -> None:
         """``clock``: the wall clock, which the instance's workers share."""
         self.store, self.digest, self.clock = store, digest, clock
 
@@ -124,8 +124,9 @@ class InstanceCopy:
                 return True
             if not turn:
                 return False
-            now, same = self.clock(), confirmed is not None and not changed and confirmed["etag"] == manifest.etag
-            copied = confirmed.get("copied", 0.0) if same else 0.0
+            now = self.clock()
+            same = confirmed if confirmed is not None and not changed and confirmed["etag"] == manifest.etag else None
+            copied = same.get("copied", 0.0) if same is not None else 0.0
             if now - copied > KEPT_S / 2:
                 self._copy(manifest)
                 copied = now
@@ -288,9 +289,9 @@ class ManifestCache:
             return self._fall_back(exc)
         took_ms = round((time.perf_counter() - started) * 1000, 1)
         self._rejection, self._expires = None, self.clock() + self.ttl
-        if document is None and current is None:
-            return self._fall_back(GatewayError("the gateway answered 304 to an unconditional request"))
         if document is None or (current is not None and document.etag and document.etag == etag):
+            if current is None:
+                return self._fall_back(GatewayError("the gateway answered 304 to an unconditional request"))
             log.bind(status=304 if document is None else 200, etag=etag, duration_ms=took_ms,
                      bytes=document.size if document else 0, tools=len(current.entries),
                      tenant=self.gateway.key_id).info("manifest.fetched")
