@@ -44,6 +44,11 @@ def browser(tmp_path):
 
 def test_the_consent_page_in_chromium(gateway_sandbox, callback, browser, tmp_path):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as shown
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def after_submit(condition):  # the click returns before the next page has loaded on a busy machine
+        return WebDriverWait(browser, 30).until(condition)
 
     server = HttpServer(gateway_sandbox.url, public=True)
     try:
@@ -57,12 +62,14 @@ def test_the_consent_page_in_chromium(gateway_sandbox, callback, browser, tmp_pa
 
         browser.find_element(By.ID, "key").send_keys("hive_this_key_is_wrong")
         browser.find_element(By.CSS_SELECTOR, "button[value=allow]").click()
-        assert "ColabHive did not accept this key" in browser.find_element(By.CLASS_NAME, "error").text
+        error = after_submit(shown.presence_of_element_located((By.CLASS_NAME, "error")))
+        assert "ColabHive did not accept this key" in error.text
         assert browser.current_url.startswith(server.root + "/authorize")
         browser.save_screenshot(str(tmp_path / "2-wrong-key.png"))
 
         browser.find_element(By.ID, "key").send_keys(DEMO_KEY)
         browser.find_element(By.CSS_SELECTOR, "button[value=allow]").click()
+        after_submit(shown.url_contains(callback + "?"))
         assert browser.current_url.startswith(callback + "?")
         answer = query(browser.current_url)
         assert answer["state"] == "st4te" and answer["iss"] == server.root
