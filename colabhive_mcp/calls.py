@@ -149,8 +149,7 @@ class ToolCall:
             return self.tenant.gateway.get_invocation(invocation_id)[0]
         except GatewayError as exc:
             if exc.status != 404:
-                exc.invocation_id = invocation_id
-                raise
+                raise exc.about(invocation_id) from exc
         self.tenant.calls.finish(self.key, invocation_id)
         return None
 

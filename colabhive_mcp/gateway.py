@@ -38,14 +38,19 @@ class GatewayError(Exception):
     """A gateway request failed: ``status`` is ``None`` when no HTTP answer arrived."""
 
     def __init__(self, message: str, status: int | None = None, retry_after: float | None = None,
-                 code: str | None = None, garbled: bool = False) -> None:
+                 code: str | None = None, garbled: bool = False, invocation_id: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.retry_after = retry_after
         self.code = code
         self.garbled = garbled  # an answer we could not read (e.g. a proxy's HTML page)
-        self.invocation_id: str | None = None  # set once the invocation exists upstream
+        self.invocation_id = invocation_id  # the work it is about, when that exists upstream
+
+    def about(self, invocation_id: str | None) -> GatewayError:
+        """The same failure, naming the invocation whose work exists upstream (the error caught
+        stays as it was: it is this one's cause)."""
+        return GatewayError(self.message, self.status, self.retry_after, self.code, self.garbled, invocation_id)
 
     @property
     def transient(self) -> bool:

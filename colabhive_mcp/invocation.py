@@ -124,8 +124,7 @@ def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading
         except GatewayError as exc:
             failures, answered = failures + 1, False
             if not exc.transient or failures >= MAX_POLL_FAILURES:
-                exc.invocation_id = invocation.get("invocation_id")  # the work exists upstream: say which
-                raise
+                raise exc.about(invocation.get("invocation_id")) from exc  # the work exists upstream: say which
             retry_after = exc.retry_after
             log.bind(invocation_id=invocation.get("invocation_id"), status=exc.status,
                      error=exc.message).warning("invocation.poll_failed")

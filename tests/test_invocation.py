@@ -117,10 +117,13 @@ def test_retry_after_is_a_lower_bound_for_the_next_poll():
 def test_transient_poll_failures_are_tolerated_but_not_forever():
     flaky = ScriptedGateway(inv("queued"), GatewayError("503 busy", 503), inv("succeeded"))
     assert run(flaky, "s", {}, cancelled=threading.Event(), backoff=FAST).state == "done"
-    dead = ScriptedGateway(inv("queued"), GatewayError("cannot reach the gateway"))
-    with pytest.raises(GatewayError):
+    unreachable = GatewayError("cannot reach the gateway")
+    dead = ScriptedGateway(inv("queued"), unreachable)
+    with pytest.raises(GatewayError) as failed:
         run(dead, "s", {}, cancelled=threading.Event(), backoff=FAST)
     assert len(dead.polls) == 3
+    assert failed.value.invocation_id == inv("queued")["invocation_id"] and failed.value.message == unreachable.message
+    assert unreachable.invocation_id is None  # the gateway's own error is never changed in flight
     gone = ScriptedGateway(inv("queued"), GatewayError("404 not found", 404))
     with pytest.raises(GatewayError):
         run(gone, "s", {}, cancelled=threading.Event(), backoff=FAST)
