@@ -113,11 +113,12 @@ class Gateway:
                 if self._session is None:
                     from .origin_adapter import OriginAdapter
 
-                    self._session = _http().Session()
-                    self._session.mount("https://", OriginAdapter())
-                    self._session.mount("http://", OriginAdapter())
-                    self._session.headers.update(self.headers)
-                    _settle(self._session, self.proxy)
+                    session = _http().Session()
+                    session.mount("https://", OriginAdapter())
+                    session.mount("http://", OriginAdapter())
+                    session.headers.update(self.headers)
+                    _settle(session, self.proxy)
+                    self._session = session  # only once whole: a thread that finds it uses it unlocked
         return self._session
 
     def close(self) -> None:

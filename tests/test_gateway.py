@@ -1,6 +1,7 @@
 """The gateway client's edge cases, against `responses` (the sandbox covers the happy paths)."""
 
 import gzip
+import threading
 import json
 import uuid
 
@@ -380,3 +381,31 @@ def test_a_page_read_for_one_key_is_not_parsed_again_for_another_while_it_is_hel
     del first
     gc.collect()
     assert two.fetch_manifest().entries[0] is not entry  # nothing held it: read again, nothing kept
+
+
+def test_a_tenants_connection_pool_is_shared_only_once_it_is_whole(monkeypatch):
+    """Many first requests of a new key at once: none may take the pool before its key header is
+    set (a thread that found it half-made sent a request without X-API-Key: the gateway's 401)."""
+    from colabhive_mcp import origin_adapter
+
+    building, finish = threading.Event(), threading.Event()
+
+    class SlowAdapter(origin_adapter.OriginAdapter):
+        def __init__(self, *args, **kwargs):
+            building.set()
+            finish.wait(10)  # the first thread stays inside the pool's making
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(origin_adapter, "OriginAdapter", SlowAdapter)
+    gateway = Gateway("http://127.0.0.1:9", ApiKey.of("hive_pool_race_0001"))
+    first = threading.Thread(target=lambda: gateway.session)
+    first.start()
+    assert building.wait(10)
+    seen = []
+    second = threading.Thread(target=lambda: seen.append(gateway.session.headers.get("X-API-Key")))
+    second.start()
+    second.join(0.5)  # it waits for the pool (it would have taken the half-made one at once)
+    finish.set()
+    first.join(10)
+    second.join(10)
+    assert seen == ["hive_pool_race_0001"]
