@@ -8,7 +8,7 @@ import hashlib
 import json
 import threading
 import weakref
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, MutableMapping
 
 from cachetools import LRUCache
 
@@ -31,22 +31,21 @@ def entry(value: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 def built(key: Hashable, build: Callable[[], Any]) -> Any:
     """The one object built for ``key`` (built at most once while it is remembered)."""
-    with _lock:
-        found = _built.get(key)
-    if found is None:
-        found = build()
-        with _lock:
-            found = _built.setdefault(key, found)
-    return found
+    return _one(_built, key, build)
 
 
 def held(key: Hashable, build: Callable[[], Any]) -> Any:
     """The one object built for ``key`` while anything holds it (then it goes: a large object, such as
     a catalogue, is kept no longer than a tenant uses it)."""
+    return _one(_held, key, build)
+
+
+def _one(kept: MutableMapping[Hashable, Any], key: Hashable, build: Callable[[], Any]) -> Any:
+    """``kept[key]``, built outside the lock when missing (a racing thread's build is dropped)."""
     with _lock:
-        found = _held.get(key)
+        found = kept.get(key)
     if found is None:
         found = build()
         with _lock:
-            found = _held.setdefault(key, found)
+            found = kept.setdefault(key, found)
     return found
