@@ -2,11 +2,11 @@
 for every request, nothing for notifications and responses, and never a crash."""
 
 import json
-import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from colabhive_mcp.cancellation import Cancellation
 from colabhive_mcp.config import Config
 from colabhive_mcp.manifest import Manifest
 from colabhive_mcp.protocol import Server, Session
@@ -72,7 +72,7 @@ def _valid_id(message):
 @pytest.mark.slow
 def test_any_frame_gets_one_well_formed_answer_or_none(message):
     session = Session(id="fuzz", version="2025-11-25")
-    cancelled = threading.Event()
+    cancelled = Cancellation()
     if isinstance(message, dict) and message.get("method") == "subscriptions/listen":
         cancelled.set()  # a listen runs until cancelled
     answer = SERVER.handle(message, tenant=TENANT, session=session, cancelled=cancelled)
