@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote, urlencode, urlsplit
 
+from .errors import ColabHiveError
 from . import __version__, metrics, tracing
 from .encoding import to_json, too_deep
 from .keys import ApiKey, KeyRejected
@@ -34,23 +35,23 @@ if TYPE_CHECKING:
     import requests
 
 
-class GatewayError(Exception):
+class GatewayError(ColabHiveError):
     """A gateway request failed: ``status`` is ``None`` when no HTTP answer arrived."""
 
+    http_status = 502
+
     def __init__(self, message: str, status: int | None = None, retry_after: float | None = None,
-                 code: str | None = None, garbled: bool = False, invocation_id: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.retry_after = retry_after
-        self.code = code
+                 gateway_code: str | None = None, garbled: bool = False, invocation_id: str | None = None) -> None:
+        super().__init__(message, retry_after)
+        self.status = status  # the gateway's
+        self.gateway_code = gateway_code  # the gateway's own name for the error, when it gave one
         self.garbled = garbled  # an answer we could not read (e.g. a proxy's HTML page)
         self.invocation_id = invocation_id  # the work it is about, when that exists upstream
 
     def about(self, invocation_id: str | None) -> GatewayError:
         """The same failure, naming the invocation whose work exists upstream (the error caught
         stays as it was: it is this one's cause)."""
-        return GatewayError(self.message, self.status, self.retry_after, self.code, self.garbled, invocation_id)
+        return GatewayError(self.message, self.status, self.retry_after, self.gateway_code, self.garbled, invocation_id)
 
     @property
     def transient(self) -> bool:
@@ -437,7 +438,7 @@ def _error(response: requests.Response) -> GatewayError:
         message = response.reason or "error"
     message = redact(message)  # an upstream error may quote a key: it goes no further
     return GatewayError(f"{response.status_code} {message}", status=response.status_code,
-                        retry_after=_retry_after(response), code=code)
+                        retry_after=_retry_after(response), gateway_code=code)
 
 
 def _retry_after(response: requests.Response) -> float | None:

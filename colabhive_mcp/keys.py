@@ -12,6 +12,8 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from .errors import KEY_REJECTED, ColabHiveError
+
 # What a key can look like: an RFC 6750 bearer token (token68) of bounded length. Anything else is
 # refused before the gateway is asked; conf/nginx/colabhive-mcp.conf buckets exactly these tokens.
 MIN_KEY_CHARS, MAX_KEY_CHARS = 8, 255
@@ -42,13 +44,20 @@ def _derived(secret: str) -> ApiKey:
     return ApiKey(secret, digest[:12], digest[:32], digest)
 
 
-class KeyRejected(Exception):
+class KeyRejected(ColabHiveError):
     """The gateway refused the API key itself (401, or 403 on the manifest): nothing this key asks
     for can work until the key is fixed. Deliberately not a ``GatewayError``, so no handler of
     ordinary failures turns it into a retry, a stale copy or a tool error."""
 
+    code = KEY_REJECTED
+    http_status = 401
+
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(f"the ColabHive gateway rejected the API key ({status} {detail})")
-        self.status = status
+        self.status = status  # the gateway's
         self.detail = detail
-        self.message = str(self)
+
+    @property
+    def client_message(self) -> str:
+        return (f"{self.message[0].upper()}{self.message[1:]}. Check the API key: COLABHIVE_API_KEY for a local "
+                "server, the Authorization or X-API-Key header for a hosted one.")

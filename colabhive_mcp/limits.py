@@ -13,6 +13,7 @@ import contextlib
 import threading
 from typing import Iterator
 
+from .errors import LIMIT_REACHED, ColabHiveError
 from .config import Config
 from .keys import KeyRejected
 from .state import InstanceStore
@@ -24,15 +25,16 @@ CHECKS_PER_ADDRESS = 8  # keys of one client address this process checks with th
 CHECK_QUEUE_S = 10.0  # how long a new key waits for one of those
 
 
-class LimitReached(Exception):
+class LimitReached(ColabHiveError):
     """A limit is full: the message names it, ``retry_after`` says when a place may be free, and
     ``status`` whose limit it is, as HTTP says it (429: the client's own, 503: the server's)."""
 
+    code = LIMIT_REACHED
+
     def __init__(self, message: str, retry_after: float, status: int = 503) -> None:
-        super().__init__(message)
-        self.message = message
-        self.retry_after = max(1.0, retry_after)
-        self.status = status
+        super().__init__(message, max(1.0, retry_after))
+        self.retry_after: float = max(1.0, retry_after)
+        self.status = self.http_status = status
 
 
 class Limits:

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from .errors import ColabHiveError
 from . import metrics, interning
 from .gateway import Gateway, GatewayError, ManifestDocument
 from .keys import KeyRejected
@@ -72,13 +73,11 @@ class Manifest:
                    document.pages)
 
 
-class ManifestError(Exception):
+class ManifestError(ColabHiveError):
     """No manifest can be served (the gateway failed and there is no copy to fall back on);
     ``retry_after``: when the gateway said to ask again, if it did."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
+    http_status = 503
 
 
 class InstanceCopy:

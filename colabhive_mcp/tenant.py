@@ -13,6 +13,7 @@ from typing import Any, Callable, NamedTuple
 
 from . import interning, results, metrics
 from .config import Config
+from .errors import INVALID_PARAMS, ColabHiveError
 from .builtin_tools import ENTRIES as BUILTINS
 from .calls import CallOptions, ToolCall
 from .gateway import Gateway, GatewayError
@@ -30,25 +31,35 @@ from .tools import Catalog, Tool
 MIN_WATCH_S = 1.0  # how often, at most, a watched manifest is revalidated
 
 
-class UnknownTool(LookupError):
+class UnknownTool(ColabHiveError, LookupError):
     """No tool of that name exists for this tenant."""
 
+    code = INVALID_PARAMS
+    http_status = 200
 
-class Unreachable(Exception):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Unknown tool: {name}")
+
+
+class Unreachable(ColabHiveError):
     """The gateway failed a request about this key's work; the message says so for a person, and
     the gateway's own status and ``Retry-After`` (when it answered) are kept."""
 
+    http_status = 503
+
     def __init__(self, message: str, status: int | None = None, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.message, self.status, self.retry_after = message, status, retry_after
+        super().__init__(message, retry_after)
+        self.status = status  # the gateway's
 
     @classmethod
     def of(cls, exc: GatewayError, message: str) -> Unreachable:
         return cls(message, exc.status, exc.retry_after)
 
 
-class Refused(Exception):
+class Refused(ColabHiveError):
     """A call refused before the gateway hears of it: ``result`` is the ``isError`` answer that says why."""
+
+    http_status = 200
 
     def __init__(self, result: dict[str, Any]) -> None:
         super().__init__(result["content"][0]["text"])

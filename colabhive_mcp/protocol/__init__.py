@@ -2,6 +2,6 @@
 
 from .eras import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS
 from .request import Request, Session
-from .server import Server, key_rejected
+from .server import Server
 
-__all__ = ["LEGACY_VERSIONS", "MODERN_VERSIONS", "SUPPORTED_VERSIONS", "Request", "Server", "Session", "key_rejected"]
+__all__ = ["LEGACY_VERSIONS", "MODERN_VERSIONS", "SUPPORTED_VERSIONS", "Request", "Server", "Session"]

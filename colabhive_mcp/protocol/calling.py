@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from .. import profiles, results
 from ..calls import CallOptions
-from ..tenant import Refused, UnknownTool
+from ..tenant import Refused
 from ..tools import Tool
 from . import confirm, tasks
 from .context import Context
@@ -25,26 +25,23 @@ def tools_call(context: Context, request: Request) -> dict[str, Any]:
         arguments = {}
     if not isinstance(arguments, dict):
         raise JsonRpcError(INVALID_PARAMS, "tools/call params.arguments must be an object")
-    try:
-        if tasks.wanted(request):
-            try:
-                _, tool, kept = request.tenant.prepare(name, arguments, request.profile, request.narrow)
-            except Refused as refused:
-                return refused.result  # refused before anything ran
-            gate = _gate(context, request)
-            stop = gate(tool, kept) if gate is not None and tool.long_running else None
-            if stop is not None:
-                return stop  # not confirmed: no task
-            task = tasks.create(context, request, tool, kept)
-            if task is not None:
-                return task
-        progress = request.progress_token is not None  # a host that resets its timer on progress hears it
-        result = request.tenant.call_tool(name, arguments, CallOptions(
-            request.version, request.cancelled, on_update=reporter(request), gate=_gate(context, request),
-            profile=request.profile, narrow=request.narrow, deadline=profiles.wait_budget(request.profile, progress),
-            heartbeat=profiles.heartbeat(request.profile, progress, context.config.progress_heartbeat)))
-    except UnknownTool:
-        raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}") from None
+    if tasks.wanted(request):  # an unknown tool raises UnknownTool (-32602), answered by the core
+        try:
+            _, tool, kept = request.tenant.prepare(name, arguments, request.profile, request.narrow)
+        except Refused as refused:
+            return refused.result  # refused before anything ran
+        gate = _gate(context, request)
+        stop = gate(tool, kept) if gate is not None and tool.long_running else None
+        if stop is not None:
+            return stop  # not confirmed: no task
+        task = tasks.create(context, request, tool, kept)
+        if task is not None:
+            return task
+    progress = request.progress_token is not None  # a host that resets its timer on progress hears it
+    result = request.tenant.call_tool(name, arguments, CallOptions(
+        request.version, request.cancelled, on_update=reporter(request), gate=_gate(context, request),
+        profile=request.profile, narrow=request.narrow, deadline=profiles.wait_budget(request.profile, progress),
+        heartbeat=profiles.heartbeat(request.profile, progress, context.config.progress_heartbeat)))
     if result is None and request.cancelled.by_server:
         return results.error_result(f"The ColabHive MCP server is restarting or stopping: {name!r} was stopped and "
                                     "cancelled on ColabHive before it finished. Please try again.")

@@ -11,30 +11,30 @@ import secrets
 from typing import Any
 
 from ..encoding import PARSE_DEPTH, EncodedList, to_json, too_deep
+from .. import errors
+from ..errors import ColabHiveError
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
+INVALID_PARAMS, INTERNAL_ERROR = errors.INVALID_PARAMS, errors.INTERNAL_ERROR
+KEY_REJECTED, LIMIT_REACHED = errors.KEY_REJECTED, errors.LIMIT_REACHED  # this server's own (see errors.py)
 # 2026-07-28 codes
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
-# this server's own codes (outside the reserved range): the gateway rejected the caller's API key;
-# a limit (the key's, or the server's) is full for now: the HTTP answer's Retry-After says when to retry
-KEY_REJECTED = -31401
-LIMIT_REACHED = -31429
 MAX_DEPTH = 128  # deeper messages are refused: code that walks them recursively would overflow
 
 
-class JsonRpcError(Exception):
-    """An error that becomes a JSON-RPC ``error`` object."""
+class JsonRpcError(ColabHiveError):
+    """An error that becomes a JSON-RPC ``error`` object (answered in-band: an HTTP 200 unless its
+    transport's table says otherwise)."""
+
+    http_status = 200
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.code = code
-        self.message = message
         self.data = data
 
     def to_dict(self) -> dict[str, Any]:
@@ -188,3 +188,8 @@ def internal(id_: Any) -> dict[str, Any]:
 def _short(exc: Exception, limit: int = 200) -> str:
     text = str(exc)
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def as_error(exc: ColabHiveError) -> JsonRpcError:
+    """The JSON-RPC error any of the house's errors is answered with (the one mapping to the wire)."""
+    return exc if isinstance(exc, JsonRpcError) else JsonRpcError(exc.code, exc.client_message)

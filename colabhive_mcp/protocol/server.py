@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 from .. import metrics, profiles, tracing
 from ..cancellation import SHUTDOWN, USER, Cancellation, Reason, reason_of
 from ..config import Config
+from ..errors import ColabHiveError
 from ..keys import KeyRejected
 from .. import logs
 from ..logs import log
@@ -121,12 +122,9 @@ class Server:
         try:
             return jsonrpc.result(message["id"], self._dispatch(
                 message, tenant, session, notify, cancelled, narrow.policy() if narrow else None))
-        except JsonRpcError as exc:
-            metrics.ERRORS.labels(f"jsonrpc_{-exc.code}").inc()
-            return jsonrpc.error(message["id"], exc)
-        except KeyRejected as exc:
-            metrics.ERRORS.labels("key_rejected").inc()
-            return jsonrpc.error(message["id"], key_rejected(exc))
+        except ColabHiveError as exc:  # what it means to the client, said once (errors.py)
+            metrics.ERRORS.labels("key_rejected" if isinstance(exc, KeyRejected) else f"jsonrpc_{-exc.code}").inc()
+            return jsonrpc.error(message["id"], jsonrpc.as_error(exc))
         except Exception:
             metrics.ERRORS.labels("internal").inc()
             log.bind(method=message["method"]).exception("mcp.internal_error")
@@ -218,13 +216,6 @@ class Server:
         return Request(id_, method, params, meta[META_VERSION], True, tenant, notify, cancelled,
                        meta.get(META_LOG_LEVEL), capabilities=meta[META_CAPABILITIES],
                        profile=profiles.for_client(meta.get(META_CLIENT_INFO), self.config))
-
-
-def key_rejected(exc: KeyRejected) -> JsonRpcError:
-    """What a client is told when the gateway refuses its key: that the key is bad, not "internal"."""
-    return JsonRpcError(jsonrpc.KEY_REJECTED, f"{exc.message[0].upper()}{exc.message[1:]}. Check the API key: "
-                        "COLABHIVE_API_KEY for a local server, the Authorization or X-API-Key header for a "
-                        "hosted one.")
 
 
 def _span_of(message: dict[str, Any], session: Session) -> tuple[str, dict[str, Any]]:

@@ -22,7 +22,7 @@ from ..protocol.jsonrpc import JsonRpcError
 from ..logs import log
 from ..keys import KeyRejected
 from ..limits import LimitReached
-from ..protocol import Server, Session, key_rejected
+from ..protocol import Server, Session
 from ..tenant import Tenant
 from .workers import Workers
 
@@ -74,7 +74,7 @@ class StdioTransport:
         try:
             self.tenant.verify()
         except KeyRejected as exc:
-            log.bind(hint=key_rejected(exc).message).error("stdio.key_rejected")
+            log.bind(hint=exc.client_message).error("stdio.key_rejected")
         except LimitReached:
             pass  # the gateway cannot say now: the first tools/list asks it again
 

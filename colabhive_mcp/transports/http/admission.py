@@ -17,7 +17,6 @@ from ... import metrics
 from ...config import Config
 from ...keys import ApiKey
 from ...limits import BUSY_RETRY_S, LimitReached, Limits
-from .wire import busy
 
 def long_request_places(config: Config) -> int:
     """``http_long_requests``, or the worker's threads less a quarter (at least four kept free)."""
@@ -42,14 +41,14 @@ class Admission:
 
     def admit(self, lease: contextlib.ExitStack, key: ApiKey, *, held: bool) -> None:
         """One of the key's stream places (``held``), then a long-request place of this worker, for as
-        long as ``lease`` is held; raises an ``HttpError`` (429 or 503) when none is free. The key's
+        long as ``lease`` is held; raises :class:`LimitReached` (429 or 503) when none is free. The key's
         limit comes first, so a greedy key is refused without taking the worker's places meanwhile."""
         if held:
             try:
                 lease.enter_context(self.limits.held(key.digest))
             except LimitReached as exc:
                 metrics.ERRORS.labels("tenant_limit").inc()
-                raise busy(429, exc) from None
+                raise LimitReached(exc.message, exc.retry_after, 429) from None  # the key's own limit
         self._take(key.digest)
         lease.callback(self._give_back, key.digest)
 
@@ -58,13 +57,13 @@ class Admission:
             mine = self._held.get(digest, 0)
             if self._used >= self.size:
                 metrics.ERRORS.labels("worker_busy").inc()
-                raise busy(503, LimitReached(f"This server is busy: all {self.size} places for long requests of "
-                                             "this worker are taken; try again shortly.", BUSY_RETRY_S))
+                raise LimitReached(f"This server is busy: all {self.size} places for long requests of this worker "
+                                   "are taken; try again shortly.", BUSY_RETRY_S, 503)
             if self.fair and mine >= share(self.size, self._used - mine):
                 metrics.ERRORS.labels("tenant_share").inc()
-                raise busy(429, LimitReached(f"This API key holds {mine} of this worker's {self.size} places for "
-                                             "long requests, its share while other keys use the rest; try again "
-                                             "when one of its calls ends.", BUSY_RETRY_S))
+                raise LimitReached(f"This API key holds {mine} of this worker's {self.size} places for long "
+                                   "requests, its share while other keys use the rest; try again when one of its "
+                                   "calls ends.", BUSY_RETRY_S, 429)
             self._held[digest] = mine + 1
             self._used += 1
 

@@ -22,6 +22,7 @@ from werkzeug.wrappers import Response
 
 from ... import metrics, tracing
 from ...config import Config, ConfigError, load
+from ...errors import ColabHiveError
 from ...logs import configure, log
 from ...loopback import LOOPBACK_NAMES, is_loopback
 from ...protocol import Server, jsonrpc
@@ -37,7 +38,7 @@ from .sessions import SessionCodec
 from .sse import Streams
 from .streamable import Streamable
 from .tenancy import Tenancy
-from .wire import (Answer, HttpError, bind_host, failed, hostname, json_response, local_and_direct,
+from .wire import (Answer, HttpError, http_answer, bind_host, failed, hostname, json_response, local_and_direct,
                    not_allowed, request_id_of)
 
 
@@ -84,12 +85,12 @@ class McpApp:
                 raise HttpError(403, jsonrpc.INVALID_REQUEST, "This server serves its one configured key to callers "
                                 "on its own machine, directly: not from elsewhere, not through a proxy")
             response = self._route(request)
-        except HttpError as exc:
-            metrics.ERRORS.labels(f"http_{exc.status}").inc()
-            response = exc.response(request_id_of(request))
+        except ColabHiveError as exc:  # what it means to the client, said once (errors.py, wire.http_answer)
+            metrics.ERRORS.labels(f"http_{exc.http_status}").inc()
+            response = http_answer(exc, request_id_of(request))
         except RequestEntityTooLarge:
-            response = HttpError(413, jsonrpc.INVALID_REQUEST,
-                                 f"HttpRequest body larger than {self.config.max_message_bytes} bytes").response()
+            response = http_answer(HttpError(413, jsonrpc.INVALID_REQUEST,
+                                             f"Request body larger than {self.config.max_message_bytes} bytes"))
         except Exception:  # the edge: whatever went wrong, a JSON answer and one scrubbed log record
             response = json_response(failed(None, http_method=request.method, path=request.path[:100]), 500)
         self._add_cors(request, response)

@@ -19,6 +19,7 @@ from typing import Iterator
 from werkzeug.wrappers import Response
 
 from ... import tracing
+from ...errors import ColabHiveError
 from ...logs import log
 from ...protocol import Server, Session, jsonrpc
 from ...protocol.jsonrpc import JsonRpcError
@@ -106,8 +107,9 @@ class LegacySse:
                 with self.tenancy.tenant(key, address) as tenant:
                     answer = self.core.handle(message, tenant=tenant, session=opened.session, notify=opened.outbox.put,
                                               trace=trace)
-            except HttpError as exc:  # the key was rejected meanwhile, or its limits are reached: said on the stream
-                answer = exc.answer(jsonrpc.request_id(message)) if jsonrpc.is_request(message) else None
+            except ColabHiveError as exc:  # the key was rejected meanwhile, or its limits are reached: said on the stream
+                answer = jsonrpc.error(jsonrpc.request_id(message), jsonrpc.as_error(exc)) \
+                    if jsonrpc.is_request(message) else None
             except Exception:
                 answer = failed(message)
             finally:

@@ -18,7 +18,8 @@ from werkzeug.wrappers import Response
 
 from ... import metrics
 from ...config import Config
-from ...keys import ApiKey, well_formed
+from ...errors import ColabHiveError
+from ...keys import ApiKey, KeyRejected, well_formed
 from ...logs import log
 from ...oauth import OAuthError
 from ...oauth.errors import refused
@@ -29,7 +30,7 @@ from ...oauth.metadata import (AUTHORIZATION_SERVER_METADATA_PATH, AUTHORIZE_PAT
                                RESOURCE_METADATA_PATH, TOKEN_PATH)
 from .incoming import HttpRequest
 from .tenancy import Tenancy
-from .wire import JSON, Answer, HttpError, body, client_address, not_allowed
+from .wire import JSON, Answer, body, client_address, not_allowed
 
 CONSENTS = "oauth-consent"  # store space: consent forms submitted per client address in the last minute
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
@@ -138,10 +139,10 @@ class OAuthRoutes:
                     "(see the documentation)."), 400
         try:
             self.tenancy.check(ApiKey.of(grant.key), address)
-        except HttpError as exc:
-            if exc.status == 401:
-                return "ColabHive did not accept this key. Check it (or make a new one) and try again.", 401
-            return exc.message, exc.status
+        except KeyRejected:
+            return "ColabHive did not accept this key. Check it (or make a new one) and try again.", 401
+        except ColabHiveError as exc:  # it cannot be checked just now
+            return exc.message, exc.http_status
         return None, 200
 
     def _back(self, redirect_uri: str, state: str | None, **params: str) -> Answer:
@@ -174,10 +175,10 @@ class OAuthRoutes:
         grant = self.grants.refresh_grant(form)
         try:
             self.tenancy.check(ApiKey.of(grant.key), address)
-        except HttpError as exc:
-            if exc.status == 401:
-                raise OAuthError("invalid_grant", "ColabHive no longer accepts the key of this grant: connect "
-                                 "again.") from None
+        except KeyRejected:
+            raise OAuthError("invalid_grant", "ColabHive no longer accepts the key of this grant: connect "
+                             "again.") from None
+        except ColabHiveError as exc:
             raise OAuthError("temporarily_unavailable", exc.message, 503) from None
         return self.grants.rotate(form["refresh_token"], grant)
 

@@ -11,11 +11,10 @@ from werkzeug.wrappers import Response
 from ... import metrics
 from ...config import Config
 from ...gateway import reachable
-from ...keys import KeyRejected
 from ...protocol import jsonrpc
 from ...tenant import Unreachable
 from .incoming import HttpRequest
-from .tenancy import Tenancy, unauthorized
+from .tenancy import Tenancy
 from ...loopback import is_loopback
 from .wire import JSON, Answer, HttpError, bind_host, client_address, json_response
 
@@ -61,6 +60,4 @@ class Operations:
                 manifest = tenant.revalidate()
             except Unreachable as exc:
                 raise HttpError(502, jsonrpc.INTERNAL_ERROR, f"Cannot load the tool manifest: {exc}") from None
-            except KeyRejected as exc:
-                raise unauthorized(exc) from None
         return json_response({"etag": manifest.etag, "actions": len(manifest.entries)}, 200)

@@ -24,6 +24,7 @@ from werkzeug.wrappers import Response
 from ...cancellation import Cancellation
 from ...config import Config
 from ...keys import ApiKey
+from ...errors import ColabHiveError
 from ...logs import log
 from ...protocol import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS, Server, Session, jsonrpc
 from ...protocol.eras import META_VERSION, envelope_error
@@ -97,7 +98,7 @@ class Streamable:
                 if plan.modern:
                     return self._modern(request, message, plan, caller, wanted)
                 return self._legacy(request, message, plan, caller, wanted)
-            except HttpError:
+            except ColabHiveError:  # answered at the edge
                 raise
             except Exception:  # answered as the core answers its own surprises: -32603 with the request's id
                 answer = failed(message)

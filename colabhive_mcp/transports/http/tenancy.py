@@ -13,17 +13,16 @@ from typing import Iterator
 from ...config import Config
 from ...keys import MAX_KEY_CHARS, MIN_KEY_CHARS, ApiKey, KeyRejected, well_formed
 from ...instance import Instance
-from ...limits import LimitReached
 from ...oauth import OAuthError
 from ...oauth.errors import refused
 from ...oauth.grants import ACCESS_PREFIX, Grants
 from ...oauth.metadata import Endpoints
 from ...pool import TenantPool
-from ...protocol import jsonrpc, key_rejected
+from ...protocol import jsonrpc
 from ...state import InstanceStore
 from ...tenant import Tenant
 from .incoming import Headers, HttpRequest
-from .wire import INVALID_TOKEN, HttpError, busy
+from .wire import INVALID_TOKEN, HttpError
 
 KEY_SHAPE = f"{MIN_KEY_CHARS} to {MAX_KEY_CHARS} characters of A-Z a-z 0-9 . _ ~ + / - ="
 
@@ -69,20 +68,15 @@ class Tenancy:
     @contextlib.contextmanager
     def tenant(self, key: ApiKey, address: str) -> Iterator[Tenant]:
         """The key's tenant, once the gateway has accepted the key (``address``: the client's, see
-        :func:`.wire.client_address`): a rejected one is a 401 here, one that cannot be checked now
-        a 429 or 503 with ``Retry-After``."""
-        try:
-            if self.single is not None:
-                self.single.verify()
-                yield self.single
-            else:
-                assert self.pool is not None
-                with self.pool.tenant(key, address) as tenant:
-                    yield tenant
-        except KeyRejected as exc:
-            raise unauthorized(exc) from None
-        except LimitReached as exc:
-            raise busy(exc.status, exc) from None
+        :func:`.wire.client_address`). Raises :class:`KeyRejected` for a rejected one, and
+        :class:`LimitReached` for one that cannot be checked now (the edge: 401; 429 or 503)."""
+        if self.single is not None:
+            self.single.verify()
+            yield self.single
+        else:
+            assert self.pool is not None
+            with self.pool.tenant(key, address) as tenant:
+                yield tenant
 
     def not_refused(self, key: ApiKey) -> None:
         """A 401 for a key the gateway rejected lately (asking nobody: for what needs no tenant)."""
@@ -91,7 +85,7 @@ class Tenancy:
         else:
             refusal = self.single.rejection if self.single is not None else None
         if refusal is not None:
-            raise unauthorized(refusal)
+            raise KeyRejected(refusal.status, refusal.detail)  # a new one: this thread's to raise
 
     def check(self, key: ApiKey, address: str) -> None:
         """Only a key the gateway accepts gets further (a stream, an operator endpoint)."""
@@ -122,7 +116,3 @@ def credential(headers: Headers) -> str:
         raise HttpError(401, jsonrpc.INVALID_REQUEST, f"X-API-Key must be your ColabHive API key ({KEY_SHAPE})",
                         INVALID_TOKEN)
     return api_key
-
-
-def unauthorized(exc: KeyRejected) -> HttpError:
-    return HttpError(401, jsonrpc.KEY_REJECTED, key_rejected(exc).message, INVALID_TOKEN)

@@ -21,7 +21,7 @@ from werkzeug.wrappers import Response
 
 from ... import metrics
 from ...cancellation import Reason, reason_of
-from ...limits import LimitReached
+from ...errors import ColabHiveError
 from ...logs import log
 from ...loopback import is_loopback
 from ...protocol import jsonrpc
@@ -45,25 +45,25 @@ MODERN_STATUS_BY_CODE = {**STATUS_BY_CODE, jsonrpc.METHOD_NOT_FOUND: 404, jsonrp
 TRUE = ("1", "true", "yes", "on")
 
 
-class HttpError(Exception):
+class HttpError(JsonRpcError):
     """An answer decided before the protocol core: an HTTP status with a JSON-RPC error body."""
 
     def __init__(self, status: int, code: int, message: str, headers: dict[str, str] | None = None,
                  data: Any = None) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.headers, self.data = status, code, message, headers or {}, data
-
-    def answer(self, request_id: Any = None) -> dict[str, Any]:
-        """The JSON-RPC error response it comes to (sent on a stream when there is no status line)."""
-        return jsonrpc.error(request_id, JsonRpcError(self.code, self.message, self.data))
-
-    def response(self, request_id: Any = None) -> JsonAnswer:
-        return JsonAnswer(jsonrpc.encode(self.answer(request_id)), self.status, self.headers)
+        super().__init__(code, message, data)
+        self.http_status, self.headers = status, headers or {}
 
 
-def busy(status: int, exc: LimitReached) -> HttpError:
-    """429 (the key's limit) or 503 (the server's) at once, saying which limit and when to come back."""
-    return HttpError(status, jsonrpc.LIMIT_REACHED, exc.message, {"Retry-After": str(math.ceil(exc.retry_after))})
+def http_answer(exc: ColabHiveError, request_id: Any = None) -> JsonAnswer:
+    """The HTTP answer any of the house's errors comes to (the one mapping to statuses and headers):
+    its status, a JSON-RPC error body, ``Retry-After`` when it knows when to come back, and the
+    bearer challenge with a 401."""
+    headers = dict(exc.headers) if isinstance(exc, HttpError) else {}
+    if exc.retry_after is not None and exc.http_status in (429, 503):
+        headers.setdefault("Retry-After", str(math.ceil(exc.retry_after)))
+    if exc.http_status == 401:
+        headers.setdefault("WWW-Authenticate", INVALID_TOKEN["WWW-Authenticate"])
+    return JsonAnswer(jsonrpc.encode(jsonrpc.error(request_id, jsonrpc.as_error(exc))), exc.http_status, headers)
 
 
 # -- reading a request ---------------------------------------------------------------------------

@@ -1,0 +1,43 @@
+"""The house's errors: one tree, each saying what it means to a client.
+
+::
+
+    ColabHiveError      message · code (JSON-RPC) · http_status (a hint) · retry_after
+    ├── GatewayError    a request to the Builder Gateway failed (gateway.py)          -32603 · 502
+    ├── KeyRejected     the gateway refused the API key itself (keys.py)              -31401 · 401
+    ├── LimitReached    a limit is full: the key's, or the server's (limits.py)      -31429 · 429 / 503
+    ├── Unreachable     the gateway failed a request about a key's work (tenant.py)   -32603 · 503
+    ├── ManifestError   no tool list can be served (manifest.py)                      -32603 · 503
+    ├── UnknownTool     no tool of that name for this key (tenant.py)                 -32602
+    ├── Refused         a call refused before the gateway heard of it (tenant.py)     an isError result
+    └── JsonRpcError    a protocol error with its own code (protocol/jsonrpc.py)
+        └── HttpError   an answer decided at the HTTP edge, with its status (transports/http/wire.py)
+
+Code that raises one says what happened; each transport maps the tree to the wire in one place
+(:func:`colabhive_mcp.protocol.jsonrpc.as_error` for JSON-RPC, the HTTP edge for statuses and
+headers). This module imports nothing of the house: every other one may import it.
+"""
+
+from __future__ import annotations
+
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+# this server's own codes (outside the reserved range): the gateway rejected the caller's API key;
+# a limit (the key's, or the server's) is full for now: the HTTP answer's Retry-After says when to retry
+KEY_REJECTED = -31401
+LIMIT_REACHED = -31429
+
+
+class ColabHiveError(Exception):
+    code = INTERNAL_ERROR  # the JSON-RPC error code a client is answered with
+    http_status = 500  # the HTTP status of an answer this error decides
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after  # seconds after which asking again may work, when known
+
+    @property
+    def client_message(self) -> str:
+        """What a client is told (the message, unless the error has advice to add)."""
+        return self.message
