@@ -1,15 +1,13 @@
 """The ColabHive Builder Gateway over one ``requests.Session``.
 
-Knows the REST contract (manifest pages, invoke, poll, cancel) and nothing of MCP.
-Every failure surfaces as :class:`GatewayError`, which keeps the HTTP status, a readable
-message and the ``Retry-After`` hint.
+Knows the REST contract (manifest pages, invoke, poll, cancel) and nothing of MCP. Every failure
+surfaces as a :class:`GatewayError`; what an answer says is read in :mod:`.gateway_answers`.
 """
 
 from __future__ import annotations
 
 import contextvars
 import hashlib
-import json
 import os
 import random
 import threading
@@ -20,43 +18,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote, urlencode, urlsplit
 
-from .errors import ColabHiveError
 from . import __version__, metrics, tracing
-from .encoding import to_json, too_deep
+from .encoding import to_json
+from .gateway_answers import (GatewayError, error_of, invocation_of, json_body, read_body, reason_of,
+                              retry_after_of, valid_entries)
 from .keys import ApiKey, KeyRejected
-from .logs import log, redact
+from .logs import log
 
 RETRY_STATUSES = frozenset({502, 503, 504})
 TERMINAL = frozenset({"succeeded", "completed", "failed", "cancelled"})
 MAX_MANIFEST_PAGES = 1000
-READ_CHUNK = 256 * 1024
 
 if TYPE_CHECKING:
     import requests
-
-
-class GatewayError(ColabHiveError):
-    """A gateway request failed: ``status`` is ``None`` when no HTTP answer arrived."""
-
-    http_status = 502
-
-    def __init__(self, message: str, status: int | None = None, retry_after: float | None = None,
-                 gateway_code: str | None = None, garbled: bool = False, invocation_id: str | None = None) -> None:
-        super().__init__(message, retry_after)
-        self.status = status  # the gateway's
-        self.gateway_code = gateway_code  # the gateway's own name for the error, when it gave one
-        self.garbled = garbled  # an answer we could not read (e.g. a proxy's HTML page)
-        self.invocation_id = invocation_id  # the work it is about, when that exists upstream
-
-    def about(self, invocation_id: str | None) -> GatewayError:
-        """The same failure, naming the invocation whose work exists upstream (the error caught
-        stays as it was: it is this one's cause)."""
-        return GatewayError(self.message, self.status, self.retry_after, self.gateway_code, self.garbled, invocation_id)
-
-    @property
-    def transient(self) -> bool:
-        """Worth trying again later: no answer, an unreadable one, 429, or a 5xx."""
-        return self.status is None or self.garbled or self.status == 429 or self.status >= 500
 
 
 Prepare = Callable[[dict[str, Any]], "tuple[Any, dict[str, Any]]"]  # an entry -> its key and the entry to keep
@@ -156,14 +130,14 @@ class Gateway:
         timeout = self.timeout + (sync_timeout_s if sync else 0)
         response = self._request("POST", f"/actions/{_segment(slug)}:invoke", payload=body, headers=headers,
                                  timeout=timeout)
-        return _invocation(response)
+        return invocation_of(response)
 
     def get_invocation(self, invocation_id: str, *, timeout: float | None = None) -> tuple[dict[str, Any], float | None]:
         """The Invocation as it stands, and the gateway's ``Retry-After`` hint for the next poll.
         ``timeout`` may shorten the wait for the answer (never lengthen it)."""
         response = self._request("GET", f"/invocations/{_segment(invocation_id)}",
                                  timeout=min(timeout, self.timeout) if timeout else None)
-        return _invocation(response), _retry_after(response)
+        return invocation_of(response), retry_after_of(response)
 
     def cancel(self, invocation_id: str) -> dict[str, Any] | None:
         """Ask the gateway to stop an invocation; ``None`` when it has no cancel route."""
@@ -173,7 +147,7 @@ class Gateway:
             if exc.status in (404, 405):
                 return None
             raise
-        return _invocation(response)
+        return invocation_of(response)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -238,12 +212,12 @@ class Gateway:
                     response = self._send(method, url, {**headers, **tracing.headers()}, body, params,
                                           timeout or self.timeout)
                     span.set("http.response.status_code", response.status_code)
-                    _read(response, cap)  # the whole body now, so a broken stream is retried here
+                    read_body(response, cap)  # the whole body now, so a broken stream is retried here
                 metrics.UPSTREAM.labels(route, str(response.status_code)).inc()
                 metrics.UPSTREAM_LATENCY.labels(route).observe(time.perf_counter() - started)
                 if response.status_code < 300 or response.status_code == 304:
                     return response
-                error = _error(response)
+                error = error_of(response)
                 if error.status == 401 or (error.status == 403 and route == "manifest"):
                     self.rejection = KeyRejected(error.status, error.message.split(" ", 1)[-1])
                     log.bind(route=route, status=error.status, tenant=self.key_id).warning("gateway.key_rejected")
@@ -253,10 +227,10 @@ class Gateway:
                 raise GatewayError(f"the gateway did not answer within {timeout or self.timeout:g} s") from None
             except _http().ConnectionError as exc:
                 metrics.UPSTREAM.labels(route, "connection_error").inc()
-                error = GatewayError(f"cannot reach the gateway: {_reason(exc)}")
+                error = GatewayError(f"cannot reach the gateway: {reason_of(exc)}")
             except (_http().exceptions.ChunkedEncodingError, _http().exceptions.ContentDecodingError) as exc:
                 metrics.UPSTREAM.labels(route, "connection_error").inc()
-                error = GatewayError(f"the gateway's answer was cut short or corrupt: {_reason(exc)}")
+                error = GatewayError(f"the gateway's answer was cut short or corrupt: {reason_of(exc)}")
             if last or not (error.status is None or error.status in RETRY_STATUSES):
                 raise error
             delay = self.backoff * (2 ** attempt)
@@ -295,11 +269,11 @@ class _ManifestPage:
     _lock = threading.Lock()
 
     def __init__(self, response: requests.Response) -> None:
-        page = _json(response)
+        page = json_body(response)
         if not isinstance(page, dict) or not isinstance(page.get("tools"), list):
             raise GatewayError("the gateway's manifest is not an object with a 'tools' list",
                                status=response.status_code)
-        self.entries = _valid_entries(page["tools"])
+        self.entries = valid_entries(page["tools"])
         self.cursor, self.etag = page.get("nextCursor"), page.get("etag")
         self._prepared: dict[Prepare, list[tuple[Any, dict[str, Any]]]] = {}
 
@@ -373,98 +347,9 @@ def _settle(session: requests.Session, proxy: str | None) -> None:
     session.trust_env = False
 
 
-def _read(response: requests.Response, cap: int) -> None:
-    """Read the body, decoded, into ``response.content``; more than ``cap`` bytes is a GatewayError
-    (measured as it is decoded: a small gzip body that would inflate to gigabytes stops at ``cap``)."""
-    chunks, size = [], 0
-    for chunk in response.iter_content(READ_CHUNK):
-        size += len(chunk)
-        if size > cap:
-            response.close()
-            raise GatewayError(f"the gateway's answer is larger than {cap} bytes once decoded (the limit)",
-                               status=response.status_code)
-        chunks.append(chunk)
-    response._content = b"".join(chunks)
-
-
 def _segment(value: str) -> str:
     """One URL path segment: never lets an id or slug change the route or the host."""
     return quote(value, safe="")
-
-
-def _json(response: requests.Response) -> Any:
-    try:
-        text = response.content.decode("utf-8")  # decoded once: judged for depth, then parsed
-        if too_deep(text):
-            raise ValueError("nested too deep")
-        return json.loads(text)
-    except ValueError:  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
-        raise GatewayError(f"the gateway answered {response.status_code} with a body that is not JSON",
-                           status=response.status_code, garbled=True) from None
-
-
-def _invocation(response: requests.Response) -> dict[str, Any]:
-    body = _json(response)
-    if not isinstance(body, dict) or not isinstance(body.get("status"), str):
-        raise GatewayError("the gateway's answer is not an invocation (no 'status')", status=response.status_code,
-                           garbled=True)
-    return body
-
-
-def _valid_entries(tools: list[Any]) -> list[dict[str, Any]]:
-    valid = [t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str) and t["name"]]
-    if len(valid) != len(tools):
-        log.bind(skipped=len(tools) - len(valid)).warning("manifest.invalid_entries")
-    return valid
-
-
-def _error(response: requests.Response) -> GatewayError:
-    """Map an HTTP error answer to one GatewayError, whatever shape its body has."""
-    message, code = None, None
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        detail = body.get("detail", body.get("error"))
-        if isinstance(detail, str):
-            message = detail
-        elif isinstance(detail, dict):
-            message = detail.get("message") if isinstance(detail.get("message"), str) else None
-            code = detail.get("code") if isinstance(detail.get("code"), str) else None
-        elif isinstance(detail, list):  # e.g. a validation error list
-            message = "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
-    if not message:
-        message = response.reason or "error"
-    message = redact(message)  # an upstream error may quote a key: it goes no further
-    return GatewayError(f"{response.status_code} {message}", status=response.status_code,
-                        retry_after=_retry_after(response), gateway_code=code)
-
-
-def _retry_after(response: requests.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    import email.utils  # an HTTP date: rare, and slow to import
-
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _reason(exc: Exception) -> str:
-    """The root cause in a few words ("[Errno 111] Connection refused"), not urllib3's wrappers."""
-    cause: Any = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else exc
-    while isinstance(getattr(cause, "reason", None), BaseException):
-        cause = cause.reason
-    text = str(cause).rsplit("): ", 1)[-1]  # drop "HTTPConnection(host=..., port=...)" prefixes
-    return text if len(text) < 200 else text[:200] + "…"
 
 
 def reachable(base_url: str, timeout: float) -> bool:
