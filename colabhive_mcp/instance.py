@@ -11,7 +11,7 @@ from .config import Config
 from .detached import DetachedCalls
 from .limits import Limits
 from .state import InstanceStore
-from .store import MemoryStore
+from .memory_store import MemoryStore
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from .errors import LIMIT_REACHED, ColabHiveError
 from .config import Config
 from .keys import KeyRejected
 from .state import InstanceStore
-from .store import MemoryStore
+from .memory_store import MemoryStore
 
 CALLS, STARTED, HELD, COLD, REFUSED = "calls", "started", "held", "cold", "refused-keys"
 BUSY_RETRY_S = 5.0  # what to tell a caller refused for a place that frees when some work ends

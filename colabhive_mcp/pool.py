@@ -26,7 +26,7 @@ from .keys import ApiKey, KeyRejected
 from .limits import LimitReached, Limits
 from .logs import log
 from .state import InstanceStore
-from .store import MemoryStore
+from .memory_store import MemoryStore
 from .tenant import Tenant
 
 REJECTED = "rejected"  # key digest -> the gateway's refusal, for rejected_key_ttl seconds

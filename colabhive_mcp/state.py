@@ -10,7 +10,7 @@ Three kinds of state, each with its own verbs, so that no name means two things:
 - *counts* of places held until released (``acquire``, ``release``): calls running, streams and
   waits held open. They are on every call's path.
 
-:class:`colabhive_mcp.store.MemoryStore` keeps them in one process (stdio, a single process);
+:class:`colabhive_mcp.memory_store.MemoryStore` keeps them in one process (stdio, a single process);
 :class:`colabhive_mcp.store.SqliteStore` shares them between the processes of an instance. How the
 latter does it is its own business: values and reservations in SQLite; counts in a table every
 worker maps into memory (:mod:`colabhive_mcp.counts`, or its database when the table cannot be

@@ -19,11 +19,10 @@ What still fails answers what refuses: ``add`` says the key is taken (a confirma
 ``failed`` (by default nothing, which is what refuses for every reader but one: a session's end,
 whose reader passes what an ended session looks like). One warning per failure, until the store works again.
 
-The runtime directory is trusted only when it is this user's and nobody else's (mode 0700, not a
-symbolic link), and the files in it only when they are this user's regular files: a directory
-another user can write to could hold links that make the workers write elsewhere. A directory that
-cannot be used stops the start (:func:`open_store`): split state is not an option for a server of
-several workers.
+The runtime directory (:mod:`colabhive_mcp.runtime_dir`) and the files in it are trusted only when
+they are this user's alone; a directory that cannot be used stops the start (:func:`open_store`):
+split state is not an option for a server of several workers. In one process (stdio), the same
+things are kept in memory (:class:`colabhive_mcp.memory_store.MemoryStore`).
 """
 
 from __future__ import annotations
@@ -35,17 +34,18 @@ import math
 import os
 import secrets
 import sqlite3
-import stat
 import threading
 import time
 import urllib.parse
 from typing import Any, Callable
 
 from .config import ConfigError
-from .counts import MemoryCounts, alive, open_counts
+from .counts import alive, open_counts
 from .expiries import open_expiries
 from .logs import log
+from .memory_store import MemoryStore
 from .mapped import check_private, open_private
+from .runtime_dir import check_runtime_dir
 from .state import Counts, InstanceStore
 
 FILE_NAME = "instance.db"
@@ -60,93 +60,6 @@ HELD_S = 86400.0  # how long such a place lasts at most, when its process neithe
 CORRUPT = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 RESERVE_IF_ROOM = ("INSERT INTO places SELECT ?, ?, ?, ?, ? WHERE "
                    "(SELECT COUNT(*) FROM places WHERE space = ? AND key = ? AND expires > ?) < ?")
-
-
-class MemoryStore:
-    """The store of one process."""
-
-    shared = False
-
-    def __init__(self, max_entries: int = 100_000, clock: Callable[[], float] = time.time) -> None:
-        self.max_entries = max_entries
-        self.clock = clock
-        self._entries: dict[tuple[str, str], tuple[Any, float]] = {}
-        self._places: dict[tuple[str, str], dict[str, float]] = {}  # place id -> when it expires
-        self._lock = threading.Lock()
-        self._counts = MemoryCounts()
-
-    def get(self, space: str, key: str, failed: Any = None) -> Any:
-        """The live value under ``key``, else ``None`` (memory never fails: ``failed`` is not used)."""
-        with self._lock:
-            found = self._entries.get((space, key))
-            return found[0] if found is not None and found[1] > self.clock() else None
-
-    def put(self, space: str, key: str, value: Any, ttl: float) -> bool:
-        """Store ``value`` under ``key`` for ``ttl`` seconds; whether it was stored."""
-        with self._lock:
-            self._make_room()
-            self._entries[(space, key)] = (value, self.clock() + ttl)
-            return True
-
-    def add(self, space: str, key: str, value: Any, ttl: float) -> bool:
-        """Store ``value`` unless the key holds an unexpired one; whether it was stored."""
-        with self._lock:
-            found = self._entries.get((space, key))
-            if found is not None and found[1] > self.clock():
-                return False
-            self._make_room()
-            self._entries[(space, key)] = (value, self.clock() + ttl)
-            return True
-
-    def delete(self, space: str, key: str) -> None:
-        with self._lock:
-            self._entries.pop((space, key), None)
-
-    def reserve(self, space: str, key: str, limit: int, ttl: float) -> str | None:
-        """One of at most ``limit`` places under ``key``, held until unreserved or ``ttl`` seconds
-        pass: its id, or ``None`` when every place is held."""
-        now = self.clock()
-        with self._lock:
-            held = {place: expires for place, expires in self._places.get((space, key), {}).items() if expires > now}
-            if len(held) >= limit:
-                self._places[(space, key)] = held
-                return None
-            place = secrets.token_hex(8)
-            held[place] = now + ttl
-            self._places[(space, key)] = held
-            return place
-
-    def unreserve(self, space: str, key: str, reservation: str) -> None:
-        with self._lock:
-            held = self._places.get((space, key))
-            if held is not None:
-                held.pop(reservation, None)
-                if not held:
-                    del self._places[(space, key)]
-
-    def next_free(self, space: str, key: str) -> float:
-        """Seconds until the first place held under ``key`` expires (0: one is free)."""
-        now = self.clock()
-        with self._lock:
-            return max(0.0, min(self._places.get((space, key), {}).values(), default=now) - now)
-
-    def acquire(self, space: str, key: str, limit: int) -> bool:
-        return self._counts.acquire(space, key, limit)
-
-    def release(self, space: str, key: str) -> None:
-        self._counts.release(space, key)
-
-    def _make_room(self) -> None:
-        if len(self._entries) < self.max_entries:
-            return
-        now = self.clock()
-        for item in [k for k, (_, expires) in self._entries.items() if expires <= now]:
-            del self._entries[item]
-        while len(self._entries) >= self.max_entries:  # still full: the soonest to expire go first
-            del self._entries[min(self._entries, key=lambda k: self._entries[k][1])]
-
-    def close(self) -> None:
-        pass
 
 
 class SqliteStore:
@@ -466,25 +379,6 @@ class PlacesCounts:
 
     def close(self) -> None:
         pass
-
-
-def check_runtime_dir(directory: str) -> None:
-    """Raise :class:`ConfigError` unless ``directory`` is a directory (not a symbolic link) of this
-    process's user that nobody else may enter."""
-    try:
-        found = os.lstat(directory)
-    except OSError as exc:
-        raise ConfigError(f"runtime directory {directory}: {exc.strerror}") from None
-    problems = []
-    if not stat.S_ISDIR(found.st_mode):
-        problems.append("is a symbolic link" if stat.S_ISLNK(found.st_mode) else "is not a directory")
-    if found.st_uid != os.geteuid():
-        problems.append(f"belongs to uid {found.st_uid}, not to this server's user (uid {os.geteuid()})")
-    if stat.S_IMODE(found.st_mode) & 0o077:
-        problems.append(f"has mode {stat.S_IMODE(found.st_mode):04o}: others may enter it, it must be 0700")
-    if problems:
-        raise ConfigError(f"runtime directory {directory} {' and '.join(problems)}; the instance keeps its shared "
-                          "state there and trusts nobody else's: use a directory of its own")
 
 
 def open_store(directory: str | None, max_entries: int = 100_000) -> InstanceStore:

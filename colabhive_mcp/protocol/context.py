@@ -11,7 +11,7 @@ from typing import Callable
 
 from ..config import Config
 from ..state import InstanceStore
-from ..store import MemoryStore
+from ..memory_store import MemoryStore
 from .confirm import RequestStates
 from .inflight import InFlight
 from .request import Session

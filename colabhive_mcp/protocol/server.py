@@ -25,7 +25,7 @@ from .. import logs
 from ..logs import log
 from ..policy import Policy
 from ..state import InstanceStore
-from ..store import MemoryStore
+from ..memory_store import MemoryStore
 from ..tenant import Tenant
 from . import calling, jsonrpc, lifecycle, listing, tasks
 from .context import Context
