@@ -19,11 +19,9 @@ class Instance:
     store: InstanceStore
     calls: DetachedCalls
     limits: Limits
-    shares_manifests: bool  # whether the store is shared with other processes (worth a copy there)
 
     @classmethod
     def of(cls, config: Config, store: InstanceStore | None = None) -> Instance:
         """The instance over ``store`` (by default, this process's memory)."""
         store = store if store is not None else MemoryStore()
-        return cls(store, DetachedCalls(store, config.host_timeout_grace), Limits(config, store),
-                   store.shared)
+        return cls(store, DetachedCalls(store, config.host_timeout_grace), Limits(config, store))

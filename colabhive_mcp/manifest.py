@@ -107,9 +107,8 @@ class InstanceCopy:
     def _copy(self, manifest: Manifest) -> None:
         """Record ``manifest`` as this key's copy. Its content is written unless it was lately (by any key's
         copy): content lives half as long again as a copy, so it outlives every copy that names it."""
-        if self.store.get(STORED, manifest.content) is None:
+        if self.store.add(STORED, manifest.content, True, KEPT_S / 2):  # not written lately: this worker writes it
             self.store.put(CONTENTS, manifest.content, {"entries": list(manifest.entries)}, KEPT_S * 1.5)
-            self.store.put(STORED, manifest.content, True, KEPT_S / 2)
         self.store.put(COPIES, self.digest, {"etag": manifest.etag, "content": manifest.content}, KEPT_S)
 
     def confirm(self, manifest: Manifest, changed: bool, asked: float) -> bool:
@@ -118,11 +117,11 @@ class InstanceCopy:
         later :meth:`expire`). Returns whether one is: ours is outdated, and not recorded. The copy
         is written again before it could expire, so it outlives every confirmation."""
         with self._writing() as turn:
-            confirmed = self.store.get(CONFIRMED, self.digest) if turn else None
-            if confirmed is not None and confirmed["at"] > asked:
-                return True
             if not turn:
                 return False
+            confirmed = self.store.get(CONFIRMED, self.digest)
+            if confirmed is not None and confirmed["at"] > asked:
+                return True
             now = self.clock()
             same = confirmed if confirmed is not None and not changed and confirmed["etag"] == manifest.etag else None
             copied = same.get("copied", 0.0) if same is not None else 0.0

@@ -61,9 +61,9 @@ class Refused(ColabHiveError):
 
     http_status = 200
 
-    def __init__(self, result: dict[str, Any]) -> None:
-        super().__init__(result["content"][0]["text"])
-        self.result = result
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.result = results.error_result(message)
 
 
 class Prepared(NamedTuple):
@@ -96,7 +96,7 @@ class Tenant:
                                       snapshot=snapshot, rejection_ttl=config.rejected_key_ttl,
                                       conditional=config.manifest_etag,
                                       instance=InstanceCopy(instance.store, key.digest)
-                                      if instance.shares_manifests else None)
+                                      if instance.store.shared else None)
         self.policy = Policy.from_config(config)
         self.backoff = Backoff(initial=config.poll_initial, maximum=config.poll_max_interval)
         self._catalogs: dict[str, Catalog] = {}  # per client profile, for the current manifest
@@ -225,18 +225,20 @@ class Tenant:
         try:
             catalog = self.catalog(profile)
         except ManifestError as exc:
-            raise Refused(results.error_result(f"The ColabHive tool list is unavailable: {exc}")) from exc
+            raise Refused(f"The ColabHive tool list is unavailable: {exc}") from exc
         tool = catalog.by_name.get(name)
         if tool is None:
             raise UnknownTool(name)
         refusal = tool.refusal or (narrow.refusal(tool.entry, tool.builtin) if narrow is not None else None)
         if refusal is not None:
-            raise Refused(results.error_result(f"Tool {name!r} is not available on this server: {refusal}."))
-        declared = (tool.entry.get("inputSchema") or {}).get("properties") or {}
-        kept = {k: v for k, v in arguments.items() if k not in profile.drop_arguments or k in declared}
+            raise Refused(f"Tool {name!r} is not available on this server: {refusal}.")
+        kept = arguments
+        if profile.drop_arguments and not set(arguments).isdisjoint(profile.drop_arguments):
+            declared = (tool.entry.get("inputSchema") or {}).get("properties") or {}
+            kept = {k: v for k, v in arguments.items() if k not in profile.drop_arguments or k in declared}
         problem = tool.argument_errors(kept)
         if problem is not None:
-            raise Refused(results.error_result(problem))
+            raise Refused(problem)
         return Prepared(catalog, tool, kept)
 
     def call_tool(self, name: str, arguments: dict[str, Any], options: CallOptions) -> dict[str, Any] | None:

@@ -7,10 +7,9 @@ protocol revision is a dictionary lookup afterwards.
 from __future__ import annotations
 
 import hashlib
-import functools
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 from .manifest import Manifest
@@ -197,7 +196,7 @@ class Catalog:
             fields = revision(version).tool_fields
             strict = self.profile.strict_schemas
             listing = EncodedList([interning.built((self._digests[t.name], t.name, strict, version),
-                                                   functools.partial(_spelled, t.definition, fields))
+                                                   partial(_spelled, t.definition, fields))
                                    for t in self.shown])
             self._listings[version] = listing  # a racing thread builds the same list: harmless
         return listing
