@@ -23,7 +23,7 @@ from ..keys import KEYS_URL
 from .clients import Client, Clients
 from .errors import OAuthError
 from .grants import same_resource
-from .metadata import SCOPE, Endpoints
+from .metadata import Endpoints
 from .sealing import Sealer
 
 FORM_TTL_S = 900.0
@@ -37,7 +37,6 @@ class AuthorizationRequest:
     state: str | None
     challenge: str
     resource: str
-    scope: str = SCOPE
 
     def fields(self) -> dict[str, Any]:
         """What the form token carries, to rebuild the request on the POST."""

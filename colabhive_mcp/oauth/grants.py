@@ -57,6 +57,7 @@ class Grants:
         self.access = Sealer(secret, "access token", ACCESS_PREFIX)
         self.refresh = Sealer(secret, "refresh token", "hmcp_rt_")
         self.resource, self.store = resource, store
+        self.resource_digest = digest(resource)  # what this server's tokens carry (read on every request)
         self.access_ttl, self.refresh_ttl = access_ttl, refresh_ttl
 
     # -- the authorization code ------------------------------------------------------------------
@@ -86,9 +87,7 @@ class Grants:
 
     def tokens(self, grant: Grant) -> dict[str, Any]:
         """The token response (RFC 6749 §5.1): an access token and a fresh refresh token."""
-        bound = {"k": grant.key, "c": digest(grant.client_id), "r": digest(grant.resource)}
-        if grant.scope != SCOPE:  # (the only one today: a token stays short, nginx buckets it up to 255 characters)
-            bound["s"] = grant.scope
+        bound = _bound(grant)
         return {"access_token": self.access.seal(bound, self.access_ttl), "token_type": "Bearer",
                 "expires_in": int(self.access_ttl), "scope": grant.scope,
                 "refresh_token": self.refresh.seal({**bound, "i": secrets.token_hex(8)}, self.refresh_ttl)}
@@ -102,7 +101,7 @@ class Grants:
         client_id = form.get("client_id") or ""
         if not secrets.compare_digest(digest(client_id), token["c"]):
             raise OAuthError("invalid_grant", "The refresh token was issued to another client.")
-        if token["r"] != digest(self.resource):
+        if token["r"] != self.resource_digest:
             raise OAuthError("invalid_target", "The refresh token is for another resource.")
         self._check_resource(form.get("resource"), self.resource)
         granted = str(token.get("s") or SCOPE)
@@ -118,7 +117,7 @@ class Grants:
     def fits(self, grant: Grant) -> bool:
         """Whether an access token for ``grant`` has a key's shape (at most 255 characters, which
         nginx's site buckets): a key of up to about 98 characters does."""
-        return len(self.tokens(grant)["access_token"]) <= MAX_KEY_CHARS
+        return len(self.access.seal(_bound(grant), self.access_ttl)) <= MAX_KEY_CHARS
 
     def key_of(self, access_token: str) -> str:
         """The key an access token carries; raises ``invalid_token`` saying why it is not usable here."""
@@ -127,7 +126,7 @@ class Grants:
             raise OAuthError("invalid_token", "The access token is not one this server issued.", 401)
         if self.access.expired(payload):
             raise OAuthError("invalid_token", "The access token has expired.", 401)
-        if payload.get("r") != digest(self.resource):
+        if payload.get("r") != self.resource_digest:
             raise OAuthError("invalid_token", "The access token was issued for another resource.", 401)
         return payload["k"]
 
@@ -140,3 +139,10 @@ class Grants:
         if not self.store.add(USED, hashlib.sha256(value.encode()).hexdigest(), True, ttl + 1):
             raise OAuthError("invalid_grant", refusal)
 
+
+def _bound(grant: Grant) -> dict[str, Any]:
+    """What a token of ``grant`` carries: the key, and digests of the client and the resource."""
+    bound = {"k": grant.key, "c": digest(grant.client_id), "r": digest(grant.resource)}
+    if grant.scope != SCOPE:  # (the only one today: a token stays short, nginx buckets it up to 255 characters)
+        bound["s"] = grant.scope
+    return bound
