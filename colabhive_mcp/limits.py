@@ -63,7 +63,7 @@ class Limits:
         limit = self.config.tenant_max_streams
         return self._place(HELD, digest, limit, LimitReached(
             f"This API key already holds {limit} streams and waits open (the limit is {limit}); close one, "
-            "or try again later.", BUSY_RETRY_S * 6))
+            "or try again later.", BUSY_RETRY_S * 6, 429))  # the key's own limit
 
     @contextlib.contextmanager
     def new_key(self, address: str) -> Iterator[None]:

@@ -183,12 +183,10 @@ def failure_message(error: Any) -> str:
 def for_version(result: dict[str, Any], version: str) -> dict[str, Any]:
     """Downgrade a result for older revisions: unknown block types become text, no structuredContent."""
     facts = revision(version)
-    if facts.structured_content and facts.block_types is None:
-        return result
-    allowed = facts.block_types
     if not facts.structured_content:
         result = {k: v for k, v in result.items() if k != "structuredContent"}
-    if allowed is not None:
+    if facts.block_types is not None:
+        allowed = facts.block_types
         result = {**result, "content": [b if b["type"] in allowed else text(_describe_block(b))
                                         for b in result["content"]]}
     return result

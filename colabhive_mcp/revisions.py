@@ -9,6 +9,7 @@ so that the catalogue (:mod:`.tools`) and results (:mod:`.results`) can read it 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 _FIELDS_2024 = ("name", "description", "inputSchema")
 _FIELDS_2025_03 = _FIELDS_2024 + ("annotations",)
@@ -41,11 +42,20 @@ REVISIONS = {r.version: r for r in (
     Revision("2024-11-05", tool_fields=_FIELDS_2024, block_types=_BLOCKS_2024, structured_content=False,
              server_info=("name", "version"), progress_message=False),
 )}
-MODERN_VERSIONS = tuple(v for v, r in REVISIONS.items() if r.modern)
-LEGACY_VERSIONS = tuple(v for v, r in REVISIONS.items() if not r.modern)  # newest first: the default
-SUPPORTED_VERSIONS = MODERN_VERSIONS + LEGACY_VERSIONS
 
 
 def revision(version: str) -> Revision:
     """The facts of ``version``, one this server speaks."""
     return REVISIONS[version]
+
+
+def versions(having: Callable[[Revision], bool]) -> tuple[str, ...]:
+    """The versions whose facts satisfy ``having``, newest first."""
+    return tuple(v for v, r in REVISIONS.items() if having(r))
+
+
+MODERN_VERSIONS = versions(lambda r: r.modern)
+LEGACY_VERSIONS = versions(lambda r: not r.modern)  # newest first: the default
+SUPPORTED_VERSIONS = MODERN_VERSIONS + LEGACY_VERSIONS
+BATCH_VERSIONS = versions(lambda r: r.batches)
+TASKS_VERSIONS = versions(lambda r: r.core_tasks)

@@ -25,12 +25,12 @@ def tools_call(context: Context, request: Request) -> dict[str, Any]:
         arguments = {}
     if not isinstance(arguments, dict):
         raise JsonRpcError(INVALID_PARAMS, "tools/call params.arguments must be an object")
+    gate = _gate(context, request)
     if tasks.wanted(request):  # an unknown tool raises UnknownTool (-32602), answered by the core
         try:
             _, tool, kept = request.tenant.prepare(name, arguments, request.profile, request.narrow)
         except Refused as refused:
             return refused.result  # refused before anything ran
-        gate = _gate(context, request)
         stop = gate(tool, kept) if gate is not None and tool.long_running else None
         if stop is not None:
             return stop  # not confirmed: no task
@@ -39,7 +39,7 @@ def tools_call(context: Context, request: Request) -> dict[str, Any]:
             return task
     progress = request.progress_token is not None  # a host that resets its timer on progress hears it
     result = request.tenant.call_tool(name, arguments, CallOptions(
-        request.version, request.cancelled, on_update=reporter(request), gate=_gate(context, request),
+        request.version, request.cancelled, on_update=reporter(request), gate=gate,
         profile=request.profile, narrow=request.narrow, deadline=profiles.wait_budget(request.profile, progress),
         heartbeat=profiles.heartbeat(request.profile, progress, context.config.progress_heartbeat)))
     if result is None and request.cancelled.by_server:

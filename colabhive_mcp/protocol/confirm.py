@@ -9,7 +9,6 @@ the exact arguments, and expires, so it cannot be replayed for another mutation.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 from typing import Any
@@ -90,7 +89,7 @@ class RequestStates:
         payload = self._signer.loads(state)
         if payload is None or payload != {**payload, "k": binding, "n": tool.name, "a": _digest(arguments)}:
             return False
-        return self._store.add(USED_STATES, hashlib.sha256(state.encode()).hexdigest(), True, STATE_MAX_AGE_S)
+        return self._store.add(USED_STATES, digest(state), True, STATE_MAX_AGE_S)
 
 
 def _digest(arguments: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ thread for long, and whether it stays open for as long as its client likes are p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .confirm import may_ask
@@ -33,6 +33,14 @@ class Plan:
     long: bool = False  # it may hold its thread for long
     held: bool = False  # it stays open for as long as its client likes
     light: bool = False  # a legacy notification, an answer to us or a ping: served without the gateway
+    progress: bool = False  # its _meta asks for progress notifications
+    logs: bool = False  # its _meta asks for log messages
+
+    def within(self, session: Session, confirm_policy: str) -> Plan:
+        """This plan within the legacy ``session`` it belongs to: its log level, its capabilities."""
+        logs = self.logs or session.log_level is not None
+        return replace(self, notifies=self.calls and (self.progress or logs),
+                       asks=self.calls and not self.modern and may_ask(confirm_policy, session.capabilities))
 
 
 def plan(message: Any, session: Session | None = None, confirm_policy: str = "off") -> Plan:
@@ -41,15 +49,13 @@ def plan(message: Any, session: Session | None = None, confirm_policy: str = "of
     if isinstance(message, list):
         methods = {method_of(m) for m in message}
         return Plan(long=bool(methods & LONG_METHODS), held=bool(methods & HELD_METHODS))
-    method = method_of(message)
+    method, meta = method_of(message), meta_of(message)
     modern = is_modern(message)
     request = isinstance(message, dict) and is_request(message)
-    meta = meta_of(message)
-    calls = method == "tools/call"
-    log_level = META_LOG_LEVEL in meta or (session is not None and session.log_level is not None)
-    return Plan(
+    calls, progress, logs = method == "tools/call", "progressToken" in meta, META_LOG_LEVEL in meta
+    planned = Plan(
         modern=modern, request=request, opens=request and method == "initialize",
-        notifies=calls and ("progressToken" in meta or log_level),
-        asks=calls and not modern and session is not None and may_ask(confirm_policy, session.capabilities),
-        calls=calls, listens=method == LISTEN, long=method in LONG_METHODS, held=method in HELD_METHODS,
-        light=isinstance(message, dict) and not modern and (not request or method == "ping"))
+        notifies=calls and (progress or logs), calls=calls, listens=method == LISTEN, long=method in LONG_METHODS,
+        held=method in HELD_METHODS, light=isinstance(message, dict) and not modern and (not request or method == "ping"),
+        progress=progress, logs=logs)
+    return planned.within(session, confirm_policy) if session is not None else planned

@@ -29,7 +29,7 @@ from ..memory_store import MemoryStore
 from ..tenant import Tenant
 from . import calling, jsonrpc, lifecycle, listing, tasks
 from .context import Context
-from ..revisions import REVISIONS, revision
+from ..revisions import BATCH_VERSIONS, revision
 from .eras import (META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, META_VERSION,
                    envelope_error)
 from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
@@ -47,9 +47,6 @@ MODERN_METHODS: dict[str, Handler] = {
     "tools/list": LEGACY_METHODS["tools/list"], "tools/call": calling.tools_call,
     "subscriptions/listen": lambda context, request: lifecycle.listen(request),
     "tasks/get": tasks.get, "tasks/cancel": tasks.cancel, "tasks/update": tasks.update}
-BATCH_VERSIONS = tuple(v for v, r in REVISIONS.items() if r.batches)
-
-
 class Server:
     """The MCP method table over tenants; thread-safe, one instance per process."""
 

@@ -23,7 +23,7 @@ from ..logs import log
 from ..tenant import Unreachable
 from ..tools import Tool
 from .context import Context
-from ..revisions import REVISIONS, revision
+from ..revisions import TASKS_VERSIONS, revision
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, JsonRpcError
 from .request import Request
 from .task_ids import TTL_MS, TaskRef, now
@@ -31,7 +31,6 @@ from .task_ids import TTL_MS, TaskRef, now
 EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 POLL_INTERVAL_MS = 2_000
-TASKS_VERSIONS = tuple(v for v, r in REVISIONS.items() if r.core_tasks)
 STATUS = {"queued": "working", "running": "working", "submitted": "working", "succeeded": "completed",
           "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
 

@@ -114,10 +114,11 @@ class StdioTransport:
         except JsonRpcError as exc:
             self.write(jsonrpc.error(None, exc))
             return
-        plan = self.server.plan(message)
         if isinstance(message, list):
             self.workers.submit(self._run, self.server.handle_batch, message)
-        elif plan.request and not plan.opens:
+            return
+        plan = self.server.plan(message)
+        if plan.request and not plan.opens:
             self.workers.submit(self._run, self.server.handle, message)
         else:  # the handshake, notifications (a cancellation) and answers: in effect before the next line is read
             self._run(self.server.handle, message)

@@ -46,9 +46,9 @@ class Admission:
         if held:
             try:
                 lease.enter_context(self.limits.held(key.digest))
-            except LimitReached as exc:
+            except LimitReached:
                 metrics.ERRORS.labels("tenant_limit").inc()
-                raise LimitReached(exc.message, exc.retry_after, 429) from None  # the key's own limit
+                raise
         self._take(key.digest)
         lease.callback(self._give_back, key.digest)
 

@@ -140,7 +140,7 @@ class Streamable:
             if self.relay is not None and cancelled is not None:
                 self.relay.publish(session.id, *cancelled)  # the call may run in another worker
             return Response(status=202) if answer is None else json_response(answer, status_of(answer, STATUS_BY_CODE))
-        plan = self.core.plan(message, session)  # within its session: its log level, its capabilities
+        plan = plan.within(session, self.config.confirm_side_effects)  # its session's log level, capabilities
         resumable = self.streams.events is not None and session.version is not None and revision(
             session.version).resumable
         stream = _streamed(plan, wanted) or (SSE in wanted and plan.calls and (resumable or plan.asks))

@@ -58,12 +58,12 @@ def http_answer(exc: ColabHiveError, request_id: Any = None) -> JsonAnswer:
     """The HTTP answer any of the house's errors comes to (the one mapping to statuses and headers):
     its status, a JSON-RPC error body, ``Retry-After`` when it knows when to come back, and the
     bearer challenge with a 401."""
-    headers = dict(exc.headers) if isinstance(exc, HttpError) else {}
-    if exc.retry_after is not None and exc.http_status in (429, 503):
-        headers.setdefault("Retry-After", str(math.ceil(exc.retry_after)))
-    if exc.http_status == 401:
-        headers.setdefault("WWW-Authenticate", INVALID_TOKEN["WWW-Authenticate"])
-    return JsonAnswer(jsonrpc.encode(jsonrpc.error(request_id, jsonrpc.as_error(exc))), exc.http_status, headers)
+    answer = json_response(jsonrpc.error(request_id, jsonrpc.as_error(exc)), exc.http_status)
+    if isinstance(exc, HttpError):
+        answer.headers.update(exc.headers)  # its own challenge, or Retry-After, come first
+    if exc.retry_after is not None and exc.http_status in (429, 503) and "Retry-After" not in answer.headers:
+        answer.headers["Retry-After"] = str(math.ceil(exc.retry_after))
+    return answer
 
 
 # -- reading a request ---------------------------------------------------------------------------
