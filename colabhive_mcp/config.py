@@ -2,21 +2,16 @@
 
 Every setting is a field of :class:`Config` whose metadata says how to parse it, which
 environment variable and command-line flag set it, whether it is secret, and which mode it
-applies to (its scope). The CLI builds each command's flags from this table, and
-``colabhive-mcp config`` prints where each value came from.
+applies to (its scope). The CLI builds each command's flags from this table; :mod:`.sources`
+resolves it, and ``colabhive-mcp config`` prints where each value came from.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
-from urllib.parse import urlsplit
+from typing import Any, Callable
 
-from . import upgrade
-from .keys import ApiKey
-from .loopback import is_loopback
 from .parsers import (API_PREFIX, address, bind, boolean, choice, number, public_address, seconds_by_name, secret, text,
                       url, words)
 
@@ -289,141 +284,3 @@ class Config:
 
 
 SETTINGS: tuple[dataclasses.Field, ...] = dataclasses.fields(Config)
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A configuration together with where each value came from."""
-
-    config: Config
-    sources: Mapping[str, str]
-
-    def describe(self) -> list[tuple[str, str, str]]:
-        """(name, value, source) rows with secrets redacted, for humans."""
-        rows = []
-        for f in SETTINGS:
-            value = getattr(self.config, f.name)
-            if f.metadata["secret"] and value:
-                shown = f"(set; sha256 {ApiKey.of(value).log_id})"  # no part of a secret
-            else:
-                shown = show(value)
-            rows.append((f.name, shown, self.sources[f.name]))
-        return rows
-
-
-def show(value: Any) -> str:
-    """A setting's value as ``colabhive-mcp config`` and the flags' help show it."""
-    if isinstance(value, tuple):
-        return ",".join(v if isinstance(v, str) else f"{v[0]}={v[1]:g}" for v in value) or "(none)"
-    return "(unset)" if value is None else str(value)
-
-
-def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
-         config_file: str | None = None) -> Resolved:
-    """Resolve every setting from flags, the environment, systemd credentials (secrets only), a TOML
-    file and defaults.
-
-    ``flags`` maps field names to raw values (``None`` = not given). The file is ``config_file``,
-    else ``$COLABHIVE_MCP_CONFIG``, else 0.3.4's ``~/.config/colabhive-mcp/config.toml`` when it
-    exists; its keys are the field names (or their 0.3.4 aliases). Raises :class:`ConfigError`
-    listing every invalid value at once.
-    """
-    flags = {k: v for k, v in (flags or {}).items() if v is not None}
-    environ = os.environ if environ is None else environ
-    path = config_file or environ.get(CONFIG_ENV) or upgrade.default_file(environ)
-    problems: list[str] = upgrade.retired_environment(environ)
-    file_values = _file_settings(path, problems) if path else {}
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    for f in SETTINGS:
-        found = _environment(f, environ, problems) or _credential(f, environ)
-        if f.name in flags:
-            raw, source = flags[f.name], "flag --" + f.name.replace("_", "-")
-        elif found is not None:
-            raw, source = found
-        elif f.name in file_values:
-            raw, source = file_values[f.name], f"config file {path}"
-        else:
-            values[f.name], sources[f.name] = f.default, "default"
-            continue
-        try:
-            values[f.name] = f.metadata["parse"](raw)
-            sources[f.name] = source
-        except ValueError as exc:
-            shown = "(secret)" if f.metadata["secret"] else repr(raw)
-            problems.append(f"{f.name} = {shown} from {source}: {exc}")
-    if not values.get("allow_http_gateway") and _remote_http(values.get("api_url", "")):
-        problems.append(f"api_url = {values['api_url']!r} from {sources['api_url']}: a plain http:// gateway that is "
-                        "not on this machine would see the key in clear; use https, or set allow_http_gateway")
-    pin = values.get("manifest_pin")
-    if pin and os.path.isfile(pin):  # 0.3.4 took a snapshot file here too
-        problems.append(f"manifest_pin = {pin!r} from {sources['manifest_pin']} is a file: manifest_pin is an "
-                        "ETag now; serve a snapshot with manifest_snapshot = PATH")
-    if problems:
-        raise ConfigError("invalid configuration: " + (problems[0] if len(problems) == 1 else
-                                                       "\n  " + "\n  ".join(problems)))
-    return Resolved(Config(**values), sources)
-
-
-def _remote_http(address: str) -> bool:
-    parts = urlsplit(address)
-    return parts.scheme == "http" and not is_loopback(parts.hostname)
-
-
-def _environment(f: dataclasses.Field, environ: Mapping[str, str], problems: list[str]) -> tuple[str, str] | None:
-    """The setting's raw value and source from its variable or a 0.3.4 alias of it; two that disagree
-    are a problem."""
-    names = [f.metadata["env"]] if f.metadata["env"] else []
-    names += [f"COLABHIVE_{alias.upper()}" for alias in f.metadata["aliases"]]
-    given = [(environ[name], "environment " + name) for name in names if environ.get(name, "") != ""]
-    if len({raw for raw, _ in given}) > 1:
-        problems.append(f"{f.name}: {' and '.join(source for _, source in given)} disagree; keep one")
-    return given[0] if given else None
-
-
-def _credential(f: dataclasses.Field, environ: Mapping[str, str]) -> tuple[str, str] | None:
-    """A secret setting from systemd's ``LoadCredential=`` (``session-secret`` in ``$CREDENTIALS_DIRECTORY``)."""
-    directory = environ.get("CREDENTIALS_DIRECTORY")
-    if not (f.metadata["secret"] and directory):
-        return None
-    name = f.name.replace("_", "-")
-    try:
-        with open(os.path.join(directory, name), encoding="utf-8") as fh:
-            return fh.read().strip(), "credential " + name
-    except OSError:
-        return None
-
-
-def _file_settings(path: str, problems: list[str]) -> dict[str, Any]:
-    """The file's settings by field name: 0.3.4's tables lifted, its names mapped to today's."""
-    known = {f.name for f in SETTINGS}
-    aliases = {alias: f.name for f in SETTINGS for alias in f.metadata["aliases"]}
-    values: dict[str, Any] = {}
-    spelled: dict[str, str] = {}  # field name -> the key that gave its value
-    for key, value in upgrade.flatten(_read_file(path), known).items():
-        name = aliases.get(key, key)
-        if key in upgrade.RETIRED or key in upgrade.GATES:
-            problem = upgrade.retired(key, value, f"config file {path}")
-            if problem:
-                problems.append(problem)
-        elif name not in known:
-            problems.append(f"{path}: unknown setting {key!r}")
-        elif name in values and values[name] != value:
-            problems.append(f"{path}: {spelled[name]!r} and {key!r} are the same setting ({name}) with different "
-                            "values; keep one")
-        else:
-            values[name], spelled[name] = value, key
-    return values
-
-
-def _read_file(path: str) -> dict[str, Any]:
-    import tomllib  # only when there is a file: stdio answers initialize sooner without it
-
-    try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    return data.get("colabhive", data)

@@ -1,6 +1,6 @@
 """Setting values: text from a flag or a variable, or a TOML value, in; a typed value out.
 
-Each parser raises ``ValueError`` with a short reason, which :func:`colabhive_mcp.config.load`
+Each parser raises ``ValueError`` with a short reason, which :func:`colabhive_mcp.sources.load`
 reports with the setting's name and where the value came from.
 """
 

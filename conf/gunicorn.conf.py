@@ -8,7 +8,8 @@
 # this instance. Hosted mode needs COLABHIVE_SESSION_SECRET.
 import sys
 
-from colabhive_mcp.config import ConfigError, load
+from colabhive_mcp.config import ConfigError
+from colabhive_mcp.sources import load
 from colabhive_mcp.transports.http import hosting
 
 

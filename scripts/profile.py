@@ -34,7 +34,7 @@ from tests.http_server import HttpServer  # noqa: E402
 # The project's gunicorn settings, plus hooks that profile each request thread of the worker.
 PROFILING_CONF = """
 import cProfile, os, pstats, threading, time
-from colabhive_mcp.config import load
+from colabhive_mcp.sources import load
 from colabhive_mcp.transports.http.hosting import export, gunicorn_settings
 
 globals().update(gunicorn_settings(export(load().config)))

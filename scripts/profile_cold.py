@@ -64,7 +64,7 @@ def dump(path):
 """
 
 HOSTED_CONF = THREADS + """
-from colabhive_mcp.config import load
+from colabhive_mcp.sources import load
 from colabhive_mcp.transports.http.hosting import export, gunicorn_settings
 
 globals().update(gunicorn_settings(export(load().config)))

@@ -2,7 +2,8 @@
 
 import pytest
 
-from colabhive_mcp.config import API_PREFIX, ConfigError, load
+from colabhive_mcp.config import API_PREFIX, ConfigError
+from colabhive_mcp.sources import load
 
 
 def test_precedence_is_flag_then_environment_then_file_then_default(tmp_path):

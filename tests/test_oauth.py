@@ -8,7 +8,8 @@ import json
 import pytest
 from werkzeug.test import Client
 
-from colabhive_mcp.config import Config, ConfigError, load
+from colabhive_mcp.config import Config, ConfigError
+from colabhive_mcp.sources import load
 from colabhive_mcp.oauth import OAuthError, documents
 from colabhive_mcp.oauth.clients import Clients, matches
 from colabhive_mcp.oauth.sealing import Sealer

@@ -2,7 +2,7 @@
 
 import pytest
 
-from colabhive_mcp.config import load
+from colabhive_mcp.sources import load
 from colabhive_mcp.policy import Policy
 
 WRITES = {"name": "crm-create-contact", "sideEffects": ["writes"]}

@@ -11,7 +11,8 @@ import requests
 
 from colabhive_mcp import __version__
 from colabhive_mcp.cli.main import command_line, resolve
-from colabhive_mcp.config import SETTINGS, ConfigError, load, show
+from colabhive_mcp.config import SETTINGS, ConfigError
+from colabhive_mcp.sources import load, show
 from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.upgrade import GATES

@@ -13,7 +13,8 @@ import dataclasses
 from typing import Any, Callable, Mapping, NoReturn
 
 from .. import __version__, upgrade
-from ..config import SETTINGS, ConfigError, show
+from ..config import SETTINGS, ConfigError
+from ..sources import show
 from . import snippets
 
 COMMANDS = ("stdio", "serve", "check", "tools", "call", "client-config", "config", "sandbox", "demo")

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import ContextManager, Iterator, Sequence
 
 from .. import logs, tracing, upgrade
-from ..config import SETTINGS, Config, ConfigError, Resolved, load
+from ..config import SETTINGS, Config, ConfigError
+from ..sources import Resolved, load
 from ..keys import well_formed
 from .arguments import OK, USAGE, build_parser, command_first
 

@@ -21,7 +21,8 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Response
 
 from ... import metrics, tracing
-from ...config import Config, ConfigError, load
+from ...config import Config, ConfigError
+from ...sources import load
 from ...errors import ColabHiveError
 from ...logs import configure, log
 from ...loopback import LOOPBACK_NAMES, is_loopback
