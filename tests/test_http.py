@@ -2,9 +2,11 @@
 
 import json
 import os
+import signal
 import socket
 import threading
 import time
+from pathlib import Path
 
 import anyio
 import httpx2
@@ -16,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
 from .http_server import HttpServer, rpc_messages
+from .waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -567,6 +570,26 @@ def test_serve_with_the_sandbox_stops_promptly(gateway_sandbox):
     started = time.monotonic()
     server.stop()
     assert server.process.returncode == 0 and time.monotonic() - started < 20  # was 60 s: a worker hung
+
+
+def test_a_worker_that_exits_leaves_the_instance_serving(gateway_sandbox):
+    """A worker that exits (gunicorn's timeout, OOM, a signal) is replaced; its exit never removes the
+    runtime directory its siblings and its successor open (it did: the next worker failed to boot
+    and the master shut the whole server down)."""
+    server = HttpServer(gateway_sandbox.url, "--sandbox")
+    try:
+        master = server.process.pid
+        workers = lambda: set(Path(f"/proc/{master}/task/{master}/children").read_text().split())  # noqa: E731
+        wait_until(lambda: len(workers()) == 2, timeout=20)
+        first = workers()
+        os.kill(int(min(first)), signal.SIGTERM)
+        wait_until(lambda: len(workers()) == 2 and workers() != first, timeout=20)  # its successor booted
+        assert server.process.poll() is None
+        session = initialize(server.url, key=DEMO_KEY)
+        assert rpc(server.url, "tools/list", {}, key=DEMO_KEY, session=session).status_code == 200
+    finally:
+        server.stop()
+    assert server.process.returncode == 0, server.stderr()
 
 
 def test_cors_only_for_configured_origins_and_keys_never_leak(gateway_sandbox):

@@ -31,7 +31,10 @@ RUNTIME_DIR_ENV = "COLABHIVE_RUNTIME_DIR"
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 SYSTEMD_RUNTIME_ENV = "RUNTIME_DIRECTORY"  # systemd's RuntimeDirectory=
 THREAD_STACK_BYTES = 4 << 20  # half the usual 8 MiB; at 1 MiB, Python 3.13 can crash on deep JSON
-_removed_at_exit: list[str] = []  # the runtime directory this process made, or the relay in a given one
+# The runtime directory this process made, or the relay in a given one, with the maker's pid: a forked
+# worker inherits the list, and a worker that exits (its SystemExit unwinds through run_gunicorn) must
+# not remove what its siblings and the next worker still use.
+_removed_at_exit: list[tuple[int, str]] = []
 
 
 def gunicorn_settings(config: Config) -> dict[str, Any]:
@@ -124,18 +127,20 @@ def prepare_runtime_dir(config: Config) -> Config:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         check_runtime_dir(directory)
         shutil.rmtree(os.path.join(directory, RELAY_DIR), ignore_errors=True)
-        _removed_at_exit.append(os.path.join(directory, RELAY_DIR))
+        _removed_at_exit.append((os.getpid(), os.path.join(directory, RELAY_DIR)))
     else:
         directory = tempfile.mkdtemp(prefix="colabhive-mcp-")
-        _removed_at_exit.append(directory)
+        _removed_at_exit.append((os.getpid(), directory))
     return config.replace(runtime_dir=directory)
 
 
 def remove_runtime_dir(_server: Any = None) -> None:
     """gunicorn hook (and ``serve``'s last step): remove the runtime directory this process made, or
-    the cancel markers from the one it was given."""
+    the cancel markers from the one it was given; in any other process (a worker), nothing."""
     while _removed_at_exit:
-        shutil.rmtree(_removed_at_exit.pop(), ignore_errors=True)
+        maker, directory = _removed_at_exit.pop()
+        if maker == os.getpid():
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def prepare(config: Config) -> Config:
