@@ -2,14 +2,13 @@
 
 Hosts abandon tool calls at their own deadline (the TypeScript SDK after 60 s, Claude Desktop,
 Claude Code...) and say so in ``notifications/cancelled`` ("Request timed out", "timed out after
-20s"). The work they abandoned is kept for a retry to attach to (:mod:`colabhive_mcp.detached`);
+20s"; :func:`colabhive_mcp.protocol.plan.reason_of` reads it). The work they abandoned is kept for a retry to attach to (:mod:`colabhive_mcp.detached`);
 anything else stops it upstream at once. A connection that closes gives no reason: one that had
 waited long enough for a host to give up (``hang_up_keeps_after``) counts as a host giving up.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from typing import Final, Literal
 
@@ -19,7 +18,6 @@ TIMEOUT: Final = "timeout"  # the host gave up waiting: keep the work for a retr
 SHUTDOWN: Final = "shutdown"  # the server is stopping: stop the work, and answer
 ENDED: Final = "ended"  # the server ends a long-lived request (a listen at stream_max_age): answer it
 REASONS: Final[tuple[Reason, ...]] = (USER, TIMEOUT, SHUTDOWN, ENDED)
-_TIMED_OUT = re.compile(r"time[sd]?[\s_-]?out|timed out|-32001", re.IGNORECASE)
 
 
 class Cancellation(threading.Event):
@@ -38,12 +36,6 @@ class Cancellation(threading.Event):
     def by_server(self) -> bool:
         """Whether the server ended the request (its client still waits for an answer)."""
         return self.reason in (SHUTDOWN, ENDED)
-
-
-def reason_of(text: object) -> Reason:
-    """The kind of a ``notifications/cancelled`` reason: a timeout (TypeScript SDK: "McpError: MCP
-    error -32001: Request timed out"; Python SDK: "timed out after 20s"), else a user's cancel."""
-    return TIMEOUT if isinstance(text, str) and _TIMED_OUT.search(text) else USER
 
 
 def keeps_work(cancelled: threading.Event, waited: float, hang_up_keeps_after: float) -> bool:

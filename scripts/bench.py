@@ -191,10 +191,10 @@ def bench_tools_list(sandbox: Sandbox, count: int) -> dict[str, Any]:
     config = Config(api_url=sandbox.url, api_key=DEMO_KEY, log_level="error", tenant_calls_per_minute=0)
     server, tenant = Server(config), Tenant(config, DEMO_KEY)
     session = Session(id="bench")
-    server.handle({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}},
+    server.handle(jsonrpc.frame_of({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}),
         tenant=tenant, session=session)
-    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    request = jsonrpc.frame_of({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     answer = server.handle(request, tenant=tenant, session=session)  # warm
     size = len(jsonrpc.encode(answer))
 

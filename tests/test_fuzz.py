@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from colabhive_mcp.cancellation import Cancellation
 from colabhive_mcp.config import Config
 from colabhive_mcp.manifest import Manifest
+from colabhive_mcp.protocol import jsonrpc
 from colabhive_mcp.protocol import Server, Session
 from colabhive_mcp.tenant import Tenant
 
@@ -75,7 +76,7 @@ def test_any_frame_gets_one_well_formed_answer_or_none(message):
     cancelled = Cancellation()
     if isinstance(message, dict) and message.get("method") == "subscriptions/listen":
         cancelled.set()  # a listen runs until cancelled
-    answer = SERVER.handle(message, tenant=TENANT, session=session, cancelled=cancelled)
+    answer = SERVER.serve(jsonrpc.frame_of(message), tenant=TENANT, session=session, cancelled=cancelled)
     check_answer(message, answer)
 
 
@@ -84,7 +85,7 @@ def test_any_frame_gets_one_well_formed_answer_or_none(message):
 @pytest.mark.slow
 def test_batches_never_crash(messages):
     session = Session(id="fuzz-batch", version="2025-03-26")
-    answer = SERVER.handle_batch(messages, session=session, tenant=TENANT)
+    answer = SERVER.serve(jsonrpc.frame_of(messages), session=session, tenant=TENANT)
     assert answer is None or isinstance(answer, (list, dict))
     for item in answer if isinstance(answer, list) else [answer] if answer else []:
         assert item["jsonrpc"] == "2.0"

@@ -15,7 +15,8 @@ import time
 import pytest
 
 from colabhive_mcp import cancellation, profiles
-from colabhive_mcp.cancellation import TIMEOUT, USER, Cancellation, keeps_work, reason_of
+from colabhive_mcp.cancellation import TIMEOUT, USER, Cancellation, keeps_work
+from colabhive_mcp.protocol.plan import reason_of
 from colabhive_mcp.config import Config, ConfigError
 from colabhive_mcp.sources import load
 from colabhive_mcp.protocol import Server

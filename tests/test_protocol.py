@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from colabhive_mcp.protocol import jsonrpc
 from colabhive_mcp.protocol import LEGACY_VERSIONS, Server, Session
 from colabhive_mcp.sandbox import DEMO_KEY_B
 from colabhive_mcp.tenant import Tenant
@@ -25,7 +26,7 @@ class Client:
         self.ids = iter(range(1, 10_000))
 
     def send(self, message, cancelled=None):
-        return self.server.handle(message, tenant=self.tenant, session=self.session,
+        return self.server.serve(jsonrpc.frame_of(message), tenant=self.tenant, session=self.session,
                                   notify=self.notifications.append, cancelled=cancelled)
 
     def request(self, method, params=None, **kwargs):
@@ -106,11 +107,11 @@ def test_batches_only_under_2025_03_26(server, tenant):
     old.initialize("2025-03-26")
     batch = [{"jsonrpc": "2.0", "id": "a", "method": "ping"}, {"jsonrpc": "2.0", "method": "notifications/x"},
              {"jsonrpc": "2.0", "id": "b", "method": "tools/list"}]
-    answers = server.handle_batch(batch, session=old.session, tenant=tenant)
+    answers = server.serve(jsonrpc.frame_of(batch), session=old.session, tenant=tenant)
     assert [a["id"] for a in answers] == ["a", "b"] and answers[1]["result"]["tools"]
     new = Client(server, tenant)
     new.initialize("2025-06-18")
-    assert server.handle_batch(batch, session=new.session, tenant=tenant)["error"]["code"] == -32600
+    assert server.serve(jsonrpc.frame_of(batch), session=new.session, tenant=tenant)["error"]["code"] == -32600
 
 
 # -- 2026-07-28 ------------------------------------------------------------------------------

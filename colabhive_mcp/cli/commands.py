@@ -94,14 +94,14 @@ def check(config: Config, out: Any = sys.stdout) -> int:
 
 def _ask(server: Server, request: dict[str, Any], **context: Any) -> dict[str, Any]:
     """The server's answer to one of the command's requests (nothing cancels them: there always is one)."""
-    answer = server.handle(request, **context)
-    assert answer is not None
+    answer = server.serve(jsonrpc.frame_of(request), **context)
+    assert isinstance(answer, dict)
     return answer
 
 
 def _session(server: Server, tenant: Tenant, client: str) -> Session:
     session = Session(id="cli", transport="cli")
-    server.handle({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    _ask(server, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": LEGACY_VERSIONS[0], "capabilities": {}, "clientInfo": {"name": client, "version": "cli"}}},
         tenant=tenant, session=session)
     return session

@@ -2,8 +2,8 @@
 
 Legacy (2024-11-05 … 2025-11-25) opens with the ``initialize`` handshake, scoped to a session;
 modern (2026-07-28) is stateless: every request carries its revision and the client's
-capabilities in ``params._meta``. Transports and the core read both facts from here; what each
-revision can carry is in :mod:`colabhive_mcp.revisions`.
+capabilities in ``params._meta`` (whether a frame names one is read once, by :mod:`.jsonrpc`);
+what each revision can carry is in :mod:`colabhive_mcp.revisions`.
 """
 
 from __future__ import annotations
@@ -11,20 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from ..revisions import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS
-from .jsonrpc import INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION, JsonRpcError, meta_of, method_of
+from .jsonrpc import INVALID_PARAMS, META_VERSION, UNSUPPORTED_PROTOCOL_VERSION, JsonRpcError
 
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
+__all__ = ["META_VERSION", "META_CAPABILITIES", "META_CLIENT_INFO", "META_LOG_LEVEL", "META_SERVER_INFO",
+           "META_SUBSCRIPTION", "LOG_LEVELS", "envelope_error"]
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-
-
-def is_modern(message: Any) -> bool:
-    """Whether the message is a 2026-07-28 request (``initialize`` never is); safe on any JSON value."""
-    return method_of(message) != "initialize" and META_VERSION in meta_of(message)
 
 
 def envelope_error(meta: dict[str, Any]) -> JsonRpcError | None:

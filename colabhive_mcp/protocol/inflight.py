@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cancellation import SHUTDOWN, Cancellation, Reason
+from .jsonrpc import ResponseFrame
 from .request import Request
 
 EARLY_CANCELS_KEPT = 256
@@ -28,7 +29,7 @@ class _Waiter:
     """A request of ours to the client, waiting for its answer."""
 
     answered: threading.Event = field(default_factory=threading.Event)
-    response: dict[str, Any] = field(default_factory=dict)
+    result: Any = None  # its result (None: it answered with an error)
 
 
 class InFlight:
@@ -105,15 +106,15 @@ class InFlight:
             while not waiter.answered.wait(0.2):
                 if request.cancelled.is_set() or time.monotonic() > deadline:
                     return None
-            return waiter.response.get("result")
+            return waiter.result
         finally:
             with self._lock:
                 self._asked.pop(key, None)
 
-    def answered(self, session_id: str, message: dict[str, Any]) -> None:
+    def answered(self, session_id: str, response: ResponseFrame) -> None:
         """The client's answer to a request of ours."""
         with self._lock:
-            waiter = self._asked.get((session_id, str(message.get("id"))))
+            waiter = self._asked.get((session_id, str(response.id)))
         if waiter is not None:
-            waiter.response = message
+            waiter.result = response.result
             waiter.answered.set()

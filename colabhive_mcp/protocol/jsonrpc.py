@@ -1,6 +1,11 @@
-"""JSON-RPC 2.0 framing: decoding, envelope checks, and building responses.
+"""JSON-RPC 2.0 framing: bytes become one frozen value per message, checked once; answers are built here.
 
-Nothing here knows about MCP methods; the rest of :mod:`colabhive_mcp.protocol` does.
+:func:`parse` (bytes) and :func:`frame_of` (a decoded value) are the only readers of a raw message:
+a request, a notification, the client's answer to a request of ours, a batch of those, or an
+invalid message with the error it is answered with. Everything after them reads fields. Each
+value carries the few MCP facts every layer asks of a frame (the ``_meta`` object, whether it
+names its revision there, its progress token, the name its ``Mcp-Name`` header mirrors); what
+the methods mean is the rest of :mod:`colabhive_mcp.protocol`'s.
 """
 
 from __future__ import annotations
@@ -8,7 +13,8 @@ from __future__ import annotations
 import json
 import math
 import secrets
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeGuard, Union
 
 from ..encoding import PARSE_DEPTH, EncodedList, to_json, too_deep
 from .. import errors
@@ -24,6 +30,9 @@ HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 MAX_DEPTH = 128  # deeper messages are refused: code that walks them recursively would overflow
+META_VERSION = "io.modelcontextprotocol/protocolVersion"  # a 2026-07-28 request names its revision here
+# 2026: the params field each method's Mcp-Name header mirrors
+NAME_PARAMS = {"tools/call": "name", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
 
 class JsonRpcError(ColabHiveError):
@@ -44,7 +53,7 @@ class JsonRpcError(ColabHiveError):
         return error
 
 
-def decode(raw: bytes | str) -> Any:
+def _decode(raw: bytes | str) -> Any:
     """Parse one JSON text; raise :class:`JsonRpcError` when it is not JSON (parse error) or
     nests deeper than ``MAX_DEPTH`` (invalid request)."""
     try:
@@ -103,57 +112,145 @@ def encode(message: Any) -> bytes:
     return to_json(message)
 
 
-def is_valid_id(value: Any) -> bool:
+RequestId = Union[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFrame:
+    """A request: it is answered, with a result or an error."""
+
+    id: RequestId
+    method: str
+    params: dict[str, Any]
+    meta: dict[str, Any]  # params._meta when it is an object, else {}
+    modern: bool  # it names its revision in _meta: served statelessly (``initialize`` never is)
+    name: str | None  # what its Mcp-Name header mirrors: the tool called, the task named (see NAME_PARAMS)
+    progress_token: RequestId | None  # the client's, when it sent a usable one
+    raw: dict[str, Any]  # as it came: for the frame log only
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationFrame:
+    """A notification: never answered."""
+
+    method: str
+    params: dict[str, Any]
+    meta: dict[str, Any]
+    modern: bool
+    raw: dict[str, Any]
+    id: None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFrame:
+    """The client's answer to a request of ours (a confirmation)."""
+
+    id: RequestId | None
+    result: Any  # None when it is an error
+    raw: dict[str, Any]
+    method: None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    modern: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidFrame:
+    """Not a JSON-RPC 2.0 message: answered with ``error`` (under ``id`` when it had a usable one),
+    unless it looks like a notification, which nobody awaits an answer to."""
+
+    error: JsonRpcError
+    id: RequestId | None
+    answered: bool
+    method: str | None  # its method when it had a string one
+    meta: dict[str, Any]  # its params._meta when it had one: its era is read as for any other
+    modern: bool
+    raw: Any
+
+
+@dataclass(frozen=True, slots=True)
+class BatchFrame:
+    """A JSON array of messages, each read as one of the values above (a nested array is invalid)."""
+
+    frames: tuple[Single, ...]
+    raw: list[Any]
+    method: None = None
+    id: None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    modern: bool = False
+
+
+Single = Union[RequestFrame, NotificationFrame, ResponseFrame, InvalidFrame]  # one message
+Frame = Union[Single, BatchFrame]  # what one body or line holds
+
+
+def parse(raw: bytes | str) -> Frame:
+    """One frame from its bytes; raises :class:`JsonRpcError` when it is not JSON (see :func:`_decode`)."""
+    return frame_of(_decode(raw))
+
+
+def frame_of(message: Any) -> Frame:
+    """One frame from a decoded JSON value (a list is a batch)."""
+    if isinstance(message, list):
+        return BatchFrame(tuple(_single(m) for m in message), message)
+    return _single(message)
+
+
+def _single(message: Any) -> Single:
+    if not isinstance(message, dict):
+        return _invalid(message, "Invalid Request: a JSON-RPC message must be an object")
+    if message.get("jsonrpc") != "2.0":
+        return _invalid(message, 'Invalid Request: "jsonrpc" must be "2.0"')
+    if "method" in message:
+        return _call(message)
+    if not ("id" in message and ("result" in message or "error" in message)):
+        return _invalid(message, 'Invalid Request: no "method", and not a response either')
+    if not (message["id"] is None or is_valid_id(message["id"])):
+        return _invalid(message, 'Invalid Request: a response\'s "id" must be a string or an integer')
+    return ResponseFrame(message["id"], message.get("result") if "error" not in message else None, message)
+
+
+def _call(message: dict[str, Any]) -> Single:
+    """A request or a notification, once its method, id and params hold."""
+    method = message["method"]
+    if not isinstance(method, str):
+        return _invalid(message, 'Invalid Request: "method" must be a string')
+    if "id" in message and not is_valid_id(message["id"]):
+        return _invalid(message, 'Invalid Request: "id" must be a string or an integer')
+    params = message.get("params", {})
+    if not isinstance(params, dict):
+        return _invalid(message, 'Invalid params: "params" must be an object', INVALID_PARAMS)
+    meta, modern = _era(method, params)
+    if "id" not in message:
+        return NotificationFrame(method, params, meta, modern, message)
+    name_field = NAME_PARAMS.get(method)
+    name = params.get(name_field) if name_field else None
+    token = meta.get("progressToken")
+    return RequestFrame(message["id"], method, params, meta, modern, name if isinstance(name, str) else None,
+                        token if is_valid_id(token) else None, message)
+
+
+def _era(method: Any, params: Any) -> tuple[dict[str, Any], bool]:
+    """A message's ``_meta`` object, and whether it names its revision there (``initialize`` never does)."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    return meta, method != "initialize" and META_VERSION in meta
+
+
+def _invalid(message: Any, text: str, code: int = INVALID_REQUEST) -> InvalidFrame:
+    fields = message if isinstance(message, dict) else {}
+    method = fields.get("method") if isinstance(fields.get("method"), str) else None
+    meta, modern = _era(method, fields.get("params"))
+    return InvalidFrame(JsonRpcError(code, text), _usable_id(message),
+                        answered=not ("method" in fields and "id" not in fields), method=method, meta=meta,
+                        modern=modern, raw=message)
+
+
+def is_valid_id(value: Any) -> TypeGuard[RequestId]:
     """MCP request ids are strings or integers (never null, bool or float)."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def check_envelope(message: Any) -> None:
-    """Raise :class:`JsonRpcError` (invalid request) unless ``message`` is a JSON-RPC 2.0 object."""
-    if not isinstance(message, dict):
-        raise JsonRpcError(INVALID_REQUEST, "Invalid Request: a JSON-RPC message must be an object")
-    if message.get("jsonrpc") != "2.0":
-        raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
-    if "method" in message:
-        if not isinstance(message["method"], str):
-            raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: "method" must be a string')
-        if "id" in message and not is_valid_id(message["id"]):
-            raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
-        if "params" in message and not isinstance(message["params"], dict):
-            raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "params" must be an object')
-    elif not ("id" in message and ("result" in message or "error" in message)):
-        raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: no "method", and not a response either')
-    elif not (message["id"] is None or is_valid_id(message["id"])):
-        raise JsonRpcError(INVALID_REQUEST, 'Invalid Request: a response\'s "id" must be a string or an integer')
-
-
-def method_of(message: Any) -> str | None:
-    """The message's method when it has a string one; safe on any decoded JSON value.
-
-    Transports look at a frame before the core has checked it: they read its fields only
-    through this and :func:`params_of`, never with a bare ``message[...]``.
-    """
-    method = message.get("method") if isinstance(message, dict) else None
-    return method if isinstance(method, str) else None
-
-
-def params_of(message: Any) -> dict[str, Any]:
-    """The message's params when they are an object, else ``{}``; safe on any decoded JSON value."""
-    params = message.get("params") if isinstance(message, dict) else None
-    return params if isinstance(params, dict) else {}
-
-
-def meta_of(message: Any) -> dict[str, Any]:
-    """``params._meta`` when it is an object, else ``{}``."""
-    meta = params_of(message).get("_meta")
-    return meta if isinstance(meta, dict) else {}
-
-
-def is_request(message: dict[str, Any]) -> bool:
-    return "method" in message and "id" in message
-
-
-def request_id(message: Any) -> Any:
+def _usable_id(message: Any) -> RequestId | None:
     """The message's id when it is a usable one, else ``None`` (answered as ``"id": null``)."""
     if isinstance(message, dict) and is_valid_id(message.get("id")):
         return message["id"]
@@ -172,12 +269,12 @@ def error(id_: Any, exc: JsonRpcError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id_, "error": exc.to_dict()}
 
 
-def internal_error(message: Any) -> dict[str, Any] | None:
-    """The answer to a message whose handling failed unexpectedly: ``-32603`` for a request (with
-    its id when usable), nothing for a notification or a response."""
-    if isinstance(message, dict) and ("id" not in message or "method" not in message):
+def internal_error(frame: Frame) -> dict[str, Any] | None:
+    """The answer to a frame whose handling failed unexpectedly: ``-32603`` for a request (with its
+    id) or a batch, nothing for what is never answered (a notification, a response)."""
+    if isinstance(frame, (NotificationFrame, ResponseFrame)) or (isinstance(frame, InvalidFrame) and not frame.answered):
         return None
-    return internal(request_id(message))
+    return internal(frame.id)
 
 
 def internal(id_: Any) -> dict[str, Any]:

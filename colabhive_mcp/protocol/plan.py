@@ -1,30 +1,33 @@
-"""What a transport must know of a message before it serves it, decided by the core in one call.
+"""What a transport must know of a frame before it serves it, decided by the core in one call.
 
 A transport reads bytes and writes answers; whether a message is a 2026 request, whether its answer
 may come with notifications (or with a request of ours, a confirmation), whether it may hold its
-thread for long, and whether it stays open for as long as its client likes are protocol facts.
-:func:`plan` says them, so no transport reads a method name or a ``_meta`` key itself.
+thread for long, whether it stays open for as long as its client likes, and which request a
+cancellation names are protocol facts. :func:`plan` says them, so no transport reads a method name
+or a ``_meta`` key itself.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+import re
+from dataclasses import dataclass
 
+from ..cancellation import TIMEOUT, USER, Reason
 from .confirm import may_ask
-from .eras import META_LOG_LEVEL, is_modern
-from .jsonrpc import is_request, meta_of, method_of
+from .eras import META_LOG_LEVEL, envelope_error
+from .jsonrpc import BatchFrame, Frame, InvalidFrame, JsonRpcError, NotificationFrame, RequestFrame, RequestId, is_valid_id
 from .request import Session
 
 LONG_METHODS = frozenset({"tools/call", "tasks/result", "subscriptions/listen"})  # may hold a thread for long
 HELD_METHODS = frozenset({"tasks/result", "subscriptions/listen"})  # open for as long as the client likes
 LISTEN = "subscriptions/listen"
+_TIMED_OUT = re.compile(r"time[sd]?[\s_-]?out|timed out|-32001", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class Plan:
     modern: bool = False  # a 2026-07-28 request: stateless, its routing headers checked against it
-    request: bool = False  # it is answered (an id and a method)
+    request: bool = False  # it is answered (a request, or an invalid message that had an id)
     opens: bool = False  # the legacy handshake's initialize: it opens a session
     notifies: bool = False  # notifications may come before its answer (progress, log messages)
     asks: bool = False  # a request of ours may come before its answer (a confirmation, legacy era)
@@ -33,29 +36,40 @@ class Plan:
     long: bool = False  # it may hold its thread for long
     held: bool = False  # it stays open for as long as its client likes
     light: bool = False  # a legacy notification, an answer to us or a ping: served without the gateway
-    progress: bool = False  # its _meta asks for progress notifications
-    logs: bool = False  # its _meta asks for log messages
-
-    def within(self, session: Session, confirm_policy: str) -> Plan:
-        """This plan within the legacy ``session`` it belongs to: its log level, its capabilities."""
-        logs = self.logs or session.log_level is not None
-        return replace(self, notifies=self.calls and (self.progress or logs),
-                       asks=self.calls and not self.modern and may_ask(confirm_policy, session.capabilities))
+    refusal: JsonRpcError | None = None  # a 2026 request's malformed envelope (answered before anything else)
+    cancels: tuple[RequestId, Reason] | None = None  # the request a cancellation names, and why
 
 
-def plan(message: Any, session: Session | None = None, confirm_policy: str = "off") -> Plan:
-    """The plan for one decoded message (a dict, a batch, or anything a client sent) within the
-    legacy ``session`` it belongs to, if any."""
-    if isinstance(message, list):
-        methods = {method_of(m) for m in message}
+def plan(frame: Frame, session: Session | None = None, confirm_policy: str = "off") -> Plan:
+    """The plan for one frame, within the legacy ``session`` it belongs to (its log level, its
+    capabilities), if any."""
+    if isinstance(frame, BatchFrame):
+        methods = {member.method for member in frame.frames}
         return Plan(long=bool(methods & LONG_METHODS), held=bool(methods & HELD_METHODS))
-    method, meta = method_of(message), meta_of(message)
-    modern = is_modern(message)
-    request = isinstance(message, dict) and is_request(message)
-    calls, progress, logs = method == "tools/call", "progressToken" in meta, META_LOG_LEVEL in meta
-    planned = Plan(
-        modern=modern, request=request, opens=request and method == "initialize",
-        notifies=calls and (progress or logs), calls=calls, listens=method == LISTEN, long=method in LONG_METHODS,
-        held=method in HELD_METHODS, light=isinstance(message, dict) and not modern and (not request or method == "ping"),
-        progress=progress, logs=logs)
-    return planned.within(session, confirm_policy) if session is not None else planned
+    method = frame.method
+    request = isinstance(frame, RequestFrame) or (isinstance(frame, InvalidFrame) and frame.answered)
+    calls = method == "tools/call"
+    logs = META_LOG_LEVEL in frame.meta or (session is not None and session.log_level is not None)
+    capabilities = session.capabilities if session is not None else {}
+    return Plan(
+        modern=frame.modern, request=request, opens=request and method == "initialize",
+        notifies=calls and ("progressToken" in frame.meta or logs), calls=calls,
+        asks=calls and not frame.modern and may_ask(confirm_policy, capabilities),
+        listens=method == LISTEN, long=method in LONG_METHODS, held=method in HELD_METHODS,
+        light=not frame.modern and (not request or method == "ping"),
+        refusal=envelope_error(frame.meta) if frame.modern else None, cancels=cancelled_by(frame))
+
+
+def cancelled_by(frame: Frame) -> tuple[RequestId, Reason] | None:
+    """The request a ``notifications/cancelled`` names, and the kind of its reason."""
+    if isinstance(frame, NotificationFrame) and frame.method == "notifications/cancelled":
+        named = frame.params.get("requestId")
+        if is_valid_id(named):
+            return named, reason_of(frame.params.get("reason"))
+    return None
+
+
+def reason_of(text: object) -> Reason:
+    """The kind of a ``notifications/cancelled`` reason: a timeout (TypeScript SDK: "McpError: MCP
+    error -32001: Request timed out"; Python SDK: "timed out after 20s"), else a user's cancel."""
+    return TIMEOUT if isinstance(text, str) and _TIMED_OUT.search(text) else USER

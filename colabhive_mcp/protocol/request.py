@@ -10,7 +10,7 @@ from ..policy import Policy
 from ..profiles import UNKNOWN, Profile
 from ..tenant import Tenant
 from .eras import LOG_LEVELS
-from .jsonrpc import is_valid_id, notification
+from .jsonrpc import RequestFrame, RequestId, notification
 
 
 @dataclass(frozen=True)
@@ -37,35 +37,49 @@ class Session:
     log_level: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Request:
-    """One request being served, with what its era says about the client."""
+    """One request being served: its frame, with what its era says about the client."""
 
-    id: Any
-    method: str
-    params: dict[str, Any]
-    version: str
-    modern: bool
+    frame: RequestFrame
+    version: str  # the revision it is served under: its session's, or the one its _meta names
     tenant: Tenant
     notify: Callable[[dict[str, Any]], None]
     cancelled: Cancellation
-    log_level: str | None = None
-    session: Session | None = None
-    capabilities: dict[str, Any] = field(default_factory=dict)
+    capabilities: dict[str, Any]
     profile: Profile = UNKNOWN
+    log_level: str | None = None
+    session: Session | None = None  # the legacy session (None: a 2026 request, stateless)
     narrow: Policy | None = None
-    meta: dict[str, Any] = field(default_factory=dict)  # params._meta when it is an object
+
+    @property
+    def id(self) -> RequestId:
+        return self.frame.id
+
+    @property
+    def method(self) -> str:
+        return self.frame.method
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.frame.params
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.frame.meta
+
+    @property
+    def modern(self) -> bool:
+        return self.frame.modern
+
+    @property
+    def progress_token(self) -> RequestId | None:
+        return self.frame.progress_token
 
     def send(self, method: str, params: dict[str, Any]) -> None:
         """Emit a notification for this request, unless it has been cancelled."""
         if not self.cancelled.is_set():
             self.notify(notification(method, params))
-
-    @property
-    def progress_token(self) -> str | int | None:
-        """The client's progress token, when it sent a usable one."""
-        token = self.meta.get("progressToken")
-        return token if is_valid_id(token) else None
 
     def wants_log(self, level: str) -> bool:
         return self.log_level is not None and LOG_LEVELS.index(level) >= LOG_LEVELS.index(self.log_level)

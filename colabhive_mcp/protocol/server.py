@@ -1,6 +1,6 @@
 """The MCP protocol core: both eras, over tenants; no transport in sight.
 
-:meth:`Server.handle` takes one decoded JSON-RPC message with a small context (the tenant, the
+:meth:`Server.handle` takes one parsed frame (:mod:`.jsonrpc`) with a small context (the tenant, the
 legacy :class:`Session`, a ``notify`` callback, a cancel event) and returns the response (or
 ``None``). Transports parse bytes and write answers; they never re-implement any of this. The
 method table is here; each method is served by a module of this package. Serving a request may
@@ -17,7 +17,7 @@ import random
 from typing import Any, Callable, Mapping
 
 from .. import metrics, profiles, tracing
-from ..cancellation import SHUTDOWN, USER, Cancellation, Reason, reason_of
+from ..cancellation import SHUTDOWN, USER, Cancellation, Reason
 from ..config import Config
 from ..errors import ColabHiveError
 from ..keys import KeyRejected
@@ -33,7 +33,7 @@ from ..revisions import BATCH_VERSIONS, revision
 from .eras import (META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, META_VERSION,
                    envelope_error)
 from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
-from .plan import Plan, plan
+from .plan import Plan, cancelled_by, plan
 from .request import Narrowing, Request, Session
 
 Handler = Callable[[Context, Request], dict[str, Any]]
@@ -60,50 +60,47 @@ class Server:
         """Let a transport keep what a legacy session set (its log level) where its other workers see it."""
         self.context.session_changed = hook
 
-    def plan(self, message: Any, session: Session | None = None) -> Plan:
-        """What a transport must know of ``message`` before serving it (see :mod:`.plan`)."""
-        return plan(message, session, self.config.confirm_side_effects)
+    def plan(self, frame: jsonrpc.Frame, session: Session | None = None) -> Plan:
+        """What a transport must know of ``frame`` before serving it, within its legacy ``session`` if
+        it has one (see :mod:`.plan`)."""
+        return plan(frame, session, self.config.confirm_side_effects)
 
     # -- entry points -----------------------------------------------------------------------
 
-    def handle(self, message: Any, *, tenant: Tenant | None, session: Session,
+    def handle(self, frame: jsonrpc.Single, *, tenant: Tenant | None, session: Session,
                notify: Callable[[dict[str, Any]], None] = lambda _m: None,
                cancelled: Cancellation | None = None, narrow: Narrowing | None = None,
                trace: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-        """Serve one decoded message; returns the response, or ``None`` when none is due.
+        """Serve one frame (not a batch: :meth:`handle_batch`); returns the response, or ``None``
+        when none is due.
 
-        ``tenant`` may be ``None`` only for what needs none: notifications, answers to our requests
-        and a legacy ``ping``. ``narrow`` is a request's own narrowing of the tool set (hosted mode):
-        it can only hide tools.
-        ``trace`` is the transport's W3C trace context (HTTP headers), for a request whose
-        ``_meta`` carries none.
+        ``tenant`` may be ``None`` only for what needs none: notifications, answers to our requests,
+        invalid frames and a legacy ``ping``. ``narrow`` is a request's own narrowing of the tool set
+        (hosted mode): it can only hide tools. ``trace`` is the transport's W3C trace context (HTTP
+        headers), for a request whose ``_meta`` carries none.
         """
-        try:
-            jsonrpc.check_envelope(message)
-        except JsonRpcError as exc:
-            if isinstance(message, dict) and "method" in message and "id" not in message:
-                return None  # a malformed notification: there is nobody to answer
-            return jsonrpc.error(jsonrpc.request_id(message), exc)
-        if "method" not in message:
-            self.context.inflight.answered(session.id, message)  # the client's answer to a request of ours
+        if isinstance(frame, jsonrpc.InvalidFrame):
+            return jsonrpc.error(frame.id, frame.error) if frame.answered else None
+        if isinstance(frame, jsonrpc.ResponseFrame):
+            self.context.inflight.answered(session.id, frame)  # the client's answer to a request of ours
             return None
-        if not jsonrpc.is_request(message):
-            self._notification(message, session)
+        if isinstance(frame, jsonrpc.NotificationFrame):
+            self._notification(frame, session)
             return None
         cancelled = cancelled or Cancellation()
-        key = (session.id, message["id"])
+        key = (session.id, frame.id)
         self.context.inflight.track(key, cancelled)
         if self.context.stopping.is_set():  # it came as the server stops: ended before it starts
             cancelled.cancel(SHUTDOWN)
         if self.config.log_frames:
             notify = _logging_frames(notify)
-            log.bind(direction="in", frame=_frame(message)).info("mcp.frame")
-        carried = tracing.carried(jsonrpc.meta_of(message)) or tracing.carried(trace if trace is not None else {})
+            log.bind(direction="in", frame=_frame(frame.raw)).info("mcp.frame")
+        carried = tracing.carried(frame.meta) or tracing.carried(trace if trace is not None else {})
         fields = {"trace_id": tracing.trace_id(carried)} if carried else {}
         try:  # every record of this request carries its id, the key's hash and the caller's trace
             with logs.context(request_id=f"{random.getrandbits(48):012x}", tenant=tenant and tenant.key_id, **fields), \
-                    tracing.span(*_span_of(message, session), carried) as span:
-                response = self._respond(message, tenant, session, notify, cancelled, narrow)
+                    tracing.span(*_span_of(frame, session), carried) as span:
+                response = self._respond(frame, tenant, session, notify, cancelled, narrow)
                 _settle(span, response)
         finally:
             self.context.inflight.untrack(key)
@@ -112,33 +109,40 @@ class Server:
             log.bind(direction="out", frame=_frame(answer)).info("mcp.frame")
         return answer
 
-    def _respond(self, message: dict[str, Any], tenant: Tenant | None, session: Session,
+    def _respond(self, frame: jsonrpc.RequestFrame, tenant: Tenant | None, session: Session,
                  notify: Callable[[dict[str, Any]], None], cancelled: Cancellation,
                  narrow: Narrowing | None) -> dict[str, Any]:
         """The response to a request: its result, or the JSON-RPC error it comes to."""
         try:
-            return jsonrpc.result(message["id"], self._dispatch(
-                message, tenant, session, notify, cancelled, narrow.policy() if narrow else None))
+            return jsonrpc.result(frame.id, self._dispatch(
+                frame, tenant, session, notify, cancelled, narrow.policy() if narrow else None))
         except ColabHiveError as exc:  # what it means to the client, said once (errors.py)
             metrics.ERRORS.labels("key_rejected" if isinstance(exc, KeyRejected) else f"jsonrpc_{-exc.code}").inc()
-            return jsonrpc.error(message["id"], jsonrpc.as_error(exc))
+            return jsonrpc.error(frame.id, jsonrpc.as_error(exc))
         except Exception:
             metrics.ERRORS.labels("internal").inc()
-            log.bind(method=message["method"]).exception("mcp.internal_error")
-            return jsonrpc.internal(message["id"])
+            log.bind(method=frame.method).exception("mcp.internal_error")
+            return jsonrpc.internal(frame.id)
 
-    def handle_batch(self, messages: list[Any], session: Session, **context: Any) -> list[dict[str, Any]] | dict[str, Any] | None:
+    def handle_batch(self, batch: jsonrpc.BatchFrame, session: Session,
+                     **context: Any) -> list[dict[str, Any]] | dict[str, Any] | None:
         """A JSON-RPC batch: only a 2025-03-26 session may send one."""
         if session.version is None or not revision(session.version).batches:
             return jsonrpc.error(None, JsonRpcError(INVALID_REQUEST, "Invalid Request: batches are only allowed "
                                                     f"under protocol {' and '.join(BATCH_VERSIONS)}"))
-        if not messages:
+        if not batch.frames:
             return jsonrpc.error(None, JsonRpcError(INVALID_REQUEST, "Invalid Request: empty batch"))
-        if any(jsonrpc.method_of(m) == "initialize" for m in messages):
+        if any(member.method == "initialize" for member in batch.frames):
             return jsonrpc.error(None, JsonRpcError(
                 INVALID_REQUEST, "Invalid Request: initialize must not be part of a batch"))
-        answers = [self.handle(m, session=session, **context) for m in messages]
+        answers = [self.handle(member, session=session, **context) for member in batch.frames]
         return [a for a in answers if a is not None] or None
+
+    def serve(self, frame: jsonrpc.Frame, **context: Any) -> list[dict[str, Any]] | dict[str, Any] | None:
+        """:meth:`handle` or :meth:`handle_batch`, as ``frame`` is one message or a batch."""
+        if isinstance(frame, jsonrpc.BatchFrame):
+            return self.handle_batch(frame, **context)
+        return self.handle(frame, **context)
 
     def cancel(self, session: Session, request_id: Any, reason: Reason | None = USER) -> None:
         """Cancel an in-flight request, saying why (a cancellation that arrives first is remembered)."""
@@ -167,64 +171,63 @@ class Server:
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _notification(self, message: dict[str, Any], session: Session) -> None:
-        method, params = message["method"], message.get("params") or {}
-        if method == "notifications/cancelled" and jsonrpc.is_valid_id(params.get("requestId")):
-            self.cancel(session, params["requestId"], reason_of(params.get("reason")))
+    def _notification(self, frame: jsonrpc.NotificationFrame, session: Session) -> None:
+        cancels = cancelled_by(frame)
+        if cancels is not None:
+            self.cancel(session, *cancels)
 
-    def _dispatch(self, message: dict[str, Any], tenant: Tenant | None, session: Session,
+    def _dispatch(self, frame: jsonrpc.RequestFrame, tenant: Tenant | None, session: Session,
                   notify: Callable[[dict[str, Any]], None], cancelled: Cancellation,
                   narrow: Policy | None) -> dict[str, Any]:
-        method, params = message["method"], message.get("params") or {}
-        meta = jsonrpc.meta_of(message)
-        if method == "ping" and META_VERSION not in meta:
+        if frame.method == "ping" and not frame.modern:
             return {}
         assert tenant is not None, "a transport serves everything but notifications, answers and ping with a tenant"
-        if method != "initialize" and META_VERSION in meta:
-            request = self._modern_request(message["id"], method, params, meta, tenant, notify, cancelled)
-            request.narrow, request.meta = narrow, meta
-            handler = MODERN_METHODS.get(method)
-            if handler is None:
-                raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
-            result = handler(self.context, request)
-            result["resultType"] = result.get("resultType", "complete")
-            result.setdefault("_meta", {})[META_SERVER_INFO] = lifecycle.server_info(request.version)
-            return result
-        if method == "initialize":
-            return lifecycle.initialize(params, session, self.config, self.context.list_changed)
-        handler = LEGACY_METHODS.get(method)
+        if frame.modern:
+            return self._modern(Request(frame, _modern_version(frame.meta), tenant, notify, cancelled,
+                                        capabilities=frame.meta[META_CAPABILITIES], narrow=narrow,
+                                        profile=profiles.for_client(frame.meta.get(META_CLIENT_INFO), self.config),
+                                        log_level=frame.meta.get(META_LOG_LEVEL)))
+        if frame.method == "initialize":
+            return lifecycle.initialize(frame.params, session, self.config, self.context.list_changed)
+        handler = LEGACY_METHODS.get(frame.method)
         if handler is None:
-            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {frame.method}")
         if session.version is None:
             raise JsonRpcError(INVALID_PARAMS, "Session not initialized: send initialize first "
                                                "(or use protocol 2026-07-28 with per-request _meta)")
-        request = Request(message["id"], method, params, session.version, False, tenant, notify, cancelled,
-                          session.log_level, session, session.capabilities,
-                          profiles.for_client(session.client_info, self.config), narrow, meta)
-        return handler(self.context, request)
+        return handler(self.context, Request(
+            frame, session.version, tenant, notify, cancelled, capabilities=session.capabilities, narrow=narrow,
+            profile=profiles.for_client(session.client_info, self.config), log_level=session.log_level,
+            session=session))
 
-    def _modern_request(self, id_: Any, method: str, params: dict[str, Any], meta: dict[str, Any],
-                        tenant: Tenant, notify: Callable[[dict[str, Any]], None],
-                        cancelled: Cancellation) -> Request:
-        """The 2026 request, once its per-request envelope holds."""
-        error = envelope_error(meta)
-        if error is not None:
-            raise error
-        return Request(id_, method, params, meta[META_VERSION], True, tenant, notify, cancelled,
-                       meta.get(META_LOG_LEVEL), capabilities=meta[META_CAPABILITIES],
-                       profile=profiles.for_client(meta.get(META_CLIENT_INFO), self.config))
+    def _modern(self, request: Request) -> dict[str, Any]:
+        """A 2026 request: its method's result, said to be complete unless it says otherwise, with our serverInfo."""
+        handler = MODERN_METHODS.get(request.method)
+        if handler is None:
+            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {request.method}")
+        result = handler(self.context, request)
+        result["resultType"] = result.get("resultType", "complete")
+        result.setdefault("_meta", {})[META_SERVER_INFO] = lifecycle.server_info(request.version)
+        return result
 
 
-def _span_of(message: dict[str, Any], session: Session) -> tuple[str, dict[str, Any]]:
+def _modern_version(meta: dict[str, Any]) -> str:
+    """The revision a 2026 request names, once its per-request envelope holds (else its error is raised)."""
+    error = envelope_error(meta)
+    if error is not None:
+        raise error
+    return meta[META_VERSION]
+
+
+def _span_of(frame: jsonrpc.RequestFrame, session: Session) -> tuple[str, dict[str, Any]]:
     """A request's span name and attributes (OpenTelemetry's conventions for MCP)."""
-    method, params, meta = message["method"], jsonrpc.params_of(message), jsonrpc.meta_of(message)
-    tool = params.get("name") if method == "tools/call" and isinstance(params.get("name"), str) else None
-    modern = meta.get(META_VERSION) if isinstance(meta.get(META_VERSION), str) else None
-    attributes = {"mcp.method.name": method, "jsonrpc.request.id": str(message["id"]),
-                  "mcp.protocol.version": modern or session.version,
-                  "mcp.session.id": None if modern or session.version is None else session.id,
+    tool = frame.name if frame.method == "tools/call" else None
+    version = frame.meta.get(META_VERSION) if frame.modern else session.version
+    attributes = {"mcp.method.name": frame.method, "jsonrpc.request.id": str(frame.id),
+                  "mcp.protocol.version": version if isinstance(version, str) else None,
+                  "mcp.session.id": None if frame.modern or session.version is None else session.id,
                   "gen_ai.tool.name": tool, "gen_ai.operation.name": "execute_tool" if tool else None}
-    return (f"{method} {tool}" if tool else method), attributes
+    return (f"{frame.method} {tool}" if tool else frame.method), attributes
 
 
 def _settle(span: tracing.Span, response: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ import threading
 from typing import Any, BinaryIO
 
 from ..protocol import jsonrpc
-from ..protocol.jsonrpc import JsonRpcError
+from ..protocol.jsonrpc import BatchFrame, Frame, JsonRpcError
 from ..logs import log
 from ..keys import KeyRejected
 from ..limits import LimitReached
@@ -110,26 +110,23 @@ class StdioTransport:
 
     def _receive(self, line: bytes) -> None:
         try:
-            message = jsonrpc.decode(line)
+            frame = jsonrpc.parse(line)
         except JsonRpcError as exc:
             self.write(jsonrpc.error(None, exc))
             return
-        if isinstance(message, list):
-            self.workers.submit(self._run, self.server.handle_batch, message)
-            return
-        plan = self.server.plan(message)
-        if plan.request and not plan.opens:
-            self.workers.submit(self._run, self.server.handle, message)
+        plan = self.server.plan(frame)
+        if isinstance(frame, BatchFrame) or (plan.request and not plan.opens):
+            self.workers.submit(self._run, frame)
         else:  # the handshake, notifications (a cancellation) and answers: in effect before the next line is read
-            self._run(self.server.handle, message)
+            self._run(frame)
 
-    def _run(self, handler: Any, message: Any) -> None:
-        """Serve one message; whatever goes wrong, the process keeps reading the next line."""
+    def _run(self, frame: Frame) -> None:
+        """Serve one frame; whatever goes wrong, the process keeps reading the next line."""
         try:
-            answer = handler(message, tenant=self.tenant, session=self.session, notify=self.write)
+            answer = self.server.serve(frame, tenant=self.tenant, session=self.session, notify=self.write)
         except Exception:
-            log.bind(method=jsonrpc.method_of(message)).exception("stdio.internal_error")
-            answer = jsonrpc.internal_error(message)
+            log.bind(method=frame.method).exception("stdio.internal_error")
+            answer = jsonrpc.internal_error(frame)
         if answer is not None:
             self.write(answer)
 

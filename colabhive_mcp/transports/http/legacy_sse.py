@@ -22,7 +22,7 @@ from ... import tracing
 from ...errors import ColabHiveError
 from ...logs import log
 from ...protocol import Server, Session, jsonrpc
-from ...protocol.jsonrpc import JsonRpcError
+from ...protocol.jsonrpc import JsonRpcError, RequestFrame
 from .admission import Admission
 from .incoming import HttpRequest
 from .sessions import SessionCodec
@@ -92,7 +92,7 @@ class LegacySse:
         if opened is None or opened.binding != key.binding:
             raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown session (it may live on another worker)")
         try:
-            message = jsonrpc.decode(body(request))
+            frame = jsonrpc.parse(body(request))
         except JsonRpcError as exc:
             return json_response(jsonrpc.error(None, exc), 400)
 
@@ -105,13 +105,12 @@ class LegacySse:
         def work() -> None:
             try:
                 with self.tenancy.tenant(key, address) as tenant:
-                    answer = self.core.handle(message, tenant=tenant, session=opened.session, notify=opened.outbox.put,
-                                              trace=trace)
+                    answer = self.core.serve(frame, tenant=tenant, session=opened.session, notify=opened.outbox.put,
+                                             trace=trace)
             except ColabHiveError as exc:  # the key was rejected meanwhile, or its limits are reached: said on the stream
-                answer = jsonrpc.error(jsonrpc.request_id(message), jsonrpc.as_error(exc)) \
-                    if jsonrpc.is_request(message) else None
+                answer = jsonrpc.error(frame.id, jsonrpc.as_error(exc)) if isinstance(frame, RequestFrame) else None
             except Exception:
-                answer = failed(message)
+                answer = failed(frame)
             finally:
                 opened.backlog.release()
             if answer is not None:

@@ -27,9 +27,9 @@ from ...keys import ApiKey
 from ...errors import ColabHiveError
 from ...logs import log
 from ...protocol import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS, Server, Session, jsonrpc
-from ...protocol.eras import META_VERSION, envelope_error
+from ...protocol.eras import META_VERSION
 from ...protocol.plan import Plan
-from ...protocol.jsonrpc import JsonRpcError
+from ...protocol.jsonrpc import BatchFrame, Frame, Single
 from ...revisions import revision
 from ...tenant import Tenant
 from .admission import Admission
@@ -39,17 +39,17 @@ from .relay import CancelRelay
 from .sessions import SessionCodec
 from .sse import DISCONNECT_CHECK_S, Streams, stream
 from .tenancy import Tenancy
-from .wire import (JSON, MODERN_STATUS_BY_CODE, SSE, STATUS_BY_CODE, Answer, HttpError, accepts, body,
-                   cancelled_request, client_address, failed, header_mismatch, json_response, narrowing, not_allowed,
-                   socket_of, status_of)
+from .wire import (JSON, MODERN_STATUS_BY_CODE, SSE, STATUS_BY_CODE, Answer, HttpError, Post, accepts,
+                   client_address, failed, header_mismatch, json_response, not_allowed, read_post,
+                   status_of)
 
 
 @dataclass
 class Caller:
-    """Who sent a POST: the key, its tenant, and the hold on that tenant (released when the request
-    is answered; an SSE answer takes the hold over with ``lease.pop_all()``). What a legacy session
-    sends that needs no word from the gateway (see :func:`light`) comes with its ``session`` and
-    no tenant."""
+    """Who sent a POST: the key, its tenant, the hold on that tenant (released when the request is
+    answered; an SSE answer takes the hold over with ``lease.pop_all()``), and the legacy session it
+    names, when that is a live one. What a legacy session sends that needs no word from the gateway
+    (a plan's ``light``) comes with its session and no tenant."""
 
     key: ApiKey
     tenant: Tenant | None
@@ -72,100 +72,98 @@ class Streamable:
     # -- POST -----------------------------------------------------------------------------------
 
     def post(self, request: HttpRequest) -> Answer:
-        wanted = accepts(request)
-        if not wanted:
-            raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {JSON} or {SSE}")
-        if request.mimetype != JSON:
-            raise HttpError(415, jsonrpc.INVALID_REQUEST, f"Content-Type must be {JSON}")
-        key, address = self.tenancy.key(request), client_address(request)
-        try:
-            message: Any = jsonrpc.decode(body(request))
-        except JsonRpcError as exc:
-            message = exc
-        plan = self.core.plan(message)
+        post = read_post(request, self.tenancy.key)
+        if isinstance(post.frame, HttpError):  # not JSON: said once the key is known to be good
+            with self.tenancy.tenant(post.key, post.address):
+                raise post.frame
+        session = self._session_of(post, post.frame)
+        plan = self.core.plan(post.frame, session)
         with contextlib.ExitStack() as lease:  # the key is checked first: a rejected one is a 401 here
-            session = self._session_of(request, key) if plan.light else None
-            if session is None:
-                caller = Caller(key, lease.enter_context(self.tenancy.tenant(key, address)), lease)
-            else:  # a session of a key the gateway accepted: no need to ask it again (it may hang)
-                self.tenancy.not_refused(key)
-                caller = Caller(key, None, lease, session)
-            if isinstance(message, JsonRpcError):
-                return json_response(jsonrpc.error(None, message), 400)
+            if plan.light and session is not None:  # a live session of this key: no need to ask the gateway again
+                self.tenancy.not_refused(post.key)
+                caller = Caller(post.key, None, lease, session)
+            else:
+                caller = Caller(post.key, lease.enter_context(self.tenancy.tenant(post.key, post.address)), lease,
+                                session)
             if plan.long:  # a place for as long as the answer takes (an SSE answer takes the lease along)
-                self.admission.admit(lease, key, held=plan.held)
+                self.admission.admit(lease, post.key, held=plan.held)
             try:
                 if plan.modern:
-                    return self._modern(request, message, plan, caller, wanted)
-                return self._legacy(request, message, plan, caller, wanted)
+                    return self._modern(post, post.frame, plan, caller)
+                return self._legacy(post, post.frame, plan, caller)
             except ColabHiveError:  # answered at the edge
                 raise
             except Exception:  # answered as the core answers its own surprises: -32603 with the request's id
-                answer = failed(message)
+                answer = failed(post.frame)
                 return Response(status=202) if answer is None else json_response(answer, 200)
 
-    def _modern(self, request: HttpRequest, message: dict[str, Any], plan: Plan, caller: Caller,
-                wanted: set[str]) -> Answer:
+    def _modern(self, post: Post, frame: Frame, plan: Plan, caller: Caller) -> Answer:
         """2026-07-28: stateless, with the routing headers checked against the body."""
-        mismatch = header_mismatch(request, message)
-        error = JsonRpcError(jsonrpc.HEADER_MISMATCH, mismatch) if mismatch else envelope_error(jsonrpc.meta_of(message))
-        if error is not None:
-            return json_response(jsonrpc.error(jsonrpc.request_id(message), error), 400)
-        if not plan.request:
+        mismatch = header_mismatch(post.headers, frame)
+        if mismatch:
+            raise HttpError(400, jsonrpc.HEADER_MISMATCH, mismatch)
+        if plan.refusal is not None:  # a malformed request (the answer carries its id, as every edge answer)
+            raise HttpError(400, plan.refusal.code, plan.refusal.message, data=plan.refusal.data)
+        if isinstance(frame, BatchFrame) or not plan.request:
             return Response(status=202)
-        if plan.listens and SSE not in wanted:
+        if plan.listens and SSE not in post.wanted:
             raise HttpError(406, jsonrpc.INVALID_REQUEST, f"subscriptions/listen answers with {SSE}: Accept it")
         session = Session(id=f"modern:{random.getrandbits(64):016x}", transport="streamable-http")  # this process's own
-        return self._answer(message, plan, caller, session, request, MODERN_STATUS_BY_CODE,
-                            stream=_streamed(plan, wanted), takes_json=JSON in wanted)
+        return self._answer(post, frame, plan, caller, session, MODERN_STATUS_BY_CODE,
+                            stream=_streamed(plan, post.wanted), takes_json=JSON in post.wanted)
 
-    def _legacy(self, request: HttpRequest, message: Any, plan: Plan, caller: Caller, wanted: set[str]) -> Answer:
+    def _legacy(self, post: Post, frame: Frame, plan: Plan, caller: Caller) -> Answer:
+        if isinstance(frame, BatchFrame):
+            return self._batch(post, frame, caller)
         if plan.opens:
             session = self.sessions.new_session()
-            response = self._answer(message, plan, caller, session, request, STATUS_BY_CODE, stream=JSON not in wanted)
+            response = self._answer(post, frame, plan, caller, session, STATUS_BY_CODE, stream=JSON not in post.wanted)
             if session.version is not None:
                 response.headers["Mcp-Session-Id"] = self.sessions.issue(session, caller.key)
                 log.bind(session=session.id, tenant=caller.key.log_id, transport="streamable-http"
                          ).info("http.session.issued")
             return response
-        _check_legacy_version(request.headers.get("MCP-Protocol-Version"))
-        session = caller.session or self.restore(request, caller.key)
-        if isinstance(message, list):
-            answer = self.core.handle_batch(message, session=session, tenant=caller.tenant, narrow=narrowing(request),
-                                            trace=request.headers)
-            return Response(status=202) if answer is None else json_response(answer, 200)
+        session = self._legacy_session(post, caller)
         if not plan.request:
-            answer = self.core.handle(message, tenant=caller.tenant, session=session)
-            cancelled = cancelled_request(message)
-            if self.relay is not None and cancelled is not None:
-                self.relay.publish(session.id, *cancelled)  # the call may run in another worker
+            answer = self.core.handle(frame, tenant=caller.tenant, session=session)
+            if self.relay is not None and plan.cancels is not None:
+                self.relay.publish(session.id, *plan.cancels)  # the call may run in another worker
             return Response(status=202) if answer is None else json_response(answer, status_of(answer, STATUS_BY_CODE))
-        plan = plan.within(session, self.config.confirm_side_effects)  # its session's log level, capabilities
         resumable = self.streams.events is not None and session.version is not None and revision(
             session.version).resumable
-        stream = _streamed(plan, wanted) or (SSE in wanted and plan.calls and (resumable or plan.asks))
-        return self._answer(message, plan, caller, session, request, STATUS_BY_CODE, stream=stream,
-                            resumable=resumable, takes_json=JSON in wanted)
+        stream = _streamed(plan, post.wanted) or (SSE in post.wanted and plan.calls and (resumable or plan.asks))
+        return self._answer(post, frame, plan, caller, session, STATUS_BY_CODE, stream=stream,
+                            resumable=resumable, takes_json=JSON in post.wanted)
+
+    def _batch(self, post: Post, batch: BatchFrame, caller: Caller) -> Answer:
+        """A legacy batch (its session's revision decides whether it may be one)."""
+        answer = self.core.handle_batch(batch, session=self._legacy_session(post, caller), tenant=caller.tenant,
+                                        narrow=post.narrow, trace=post.headers)
+        return Response(status=202) if answer is None else json_response(answer, 200)
+
+    def _legacy_session(self, post: Post, caller: Caller) -> Session:
+        """The handshake session a legacy request belongs to, once its version header holds."""
+        _check_legacy_version(post.version)
+        return caller.session or self.restore(post.session_token, caller.key)
 
     def remember(self, session: Session) -> None:
         """The core's hook: what a session's later requests must know, for any worker (its log level)."""
         if session.log_level and session.transport == "streamable-http":
             self.store.put(SESSIONS, session.id, {"log_level": session.log_level}, self.config.session_max_age)
 
-    def _answer(self, message: dict[str, Any], plan: Plan, caller: Caller, session: Session, http_request: HttpRequest,
+    def _answer(self, post: Post, frame: Single, plan: Plan, caller: Caller, session: Session,
                 statuses: dict[int, int], *, stream: bool, resumable: bool = False, takes_json: bool = False) -> Answer:
         """Serve one request as a JSON body, or as an SSE stream when it will send notifications (a
         stream refused at once is a JSON body too, for a client that ``takes_json``)."""
-        narrow = narrowing(http_request)
         held = caller.lease.pop_all()  # the tenant stays held until the answer is complete, on whichever thread
 
         def run(notify: Callable[[dict[str, Any]], None], cancelled: Cancellation) -> Any:
             with held:
                 try:
-                    return self.core.handle(message, tenant=caller.tenant, session=session, notify=notify,
-                                            cancelled=cancelled, narrow=narrow, trace=http_request.headers)
+                    return self.core.handle(frame, tenant=caller.tenant, session=session, notify=notify,
+                                            cancelled=cancelled, narrow=post.narrow, trace=post.headers)
                 except Exception:
-                    return failed(message)
+                    return failed(frame)
 
         def plain(answer: Any) -> Answer:
             if answer is None:
@@ -176,21 +174,23 @@ class Streamable:
             max_age = self.config.stream_max_age if plan.listens else None
             return self.streams.answer(run, session if resumable else None, max_age=max_age,
                                        plain=plain if takes_json else None)
-        sock = socket_of(http_request.environ) if plan.calls else None
-        with self.hangups.watching(sock) as hung_up:
+        with self.hangups.watching(post.sock if plan.calls else None) as hung_up:
             return plain(run(lambda _n: None, hung_up))
 
     # -- sessions, GET, DELETE ------------------------------------------------------------------
 
-    def _session_of(self, request: HttpRequest, key: ApiKey) -> Session | None:
-        """The request's legacy session, when it names a live one of this key; else ``None``."""
+    def _session_of(self, post: Post, frame: Frame) -> Session | None:
+        """The legacy session a legacy frame names, when it is a live one of its key; else ``None``."""
+        if post.session_token is None or frame.modern:
+            return None
         try:
-            return self.restore(request, key) if "Mcp-Session-Id" in request.headers else None
+            return self.restore(post.session_token, post.key)
         except HttpError:
             return None
 
-    def restore(self, request: HttpRequest, key: ApiKey) -> Session:
-        token = request.headers.get("Mcp-Session-Id")
+    def restore(self, token: str | None, key: ApiKey) -> Session:
+        """The legacy session ``token`` names, for ``key``: 400 without one, 404 when it is not (or no
+        longer) a live session of this key."""
         if not token:
             raise HttpError(400, jsonrpc.INVALID_REQUEST, "Missing Mcp-Session-Id: send initialize first")
         session = self.sessions.restore(token, key)
@@ -207,7 +207,7 @@ class Streamable:
         if SSE not in accepts(request):
             raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {SSE}")
         key = self.tenancy.key(request)
-        session = self.restore(request, key)
+        session = self.restore(request.headers.get("Mcp-Session-Id"), key)
         last_event_id = request.headers.get("Last-Event-ID")
         if last_event_id:
             with contextlib.ExitStack() as opening:
@@ -245,7 +245,7 @@ class Streamable:
     def delete(self, request: HttpRequest) -> Answer:
         if "Mcp-Session-Id" not in request.headers:
             return not_allowed("POST")
-        session = self.restore(request, self.tenancy.key(request))
+        session = self.restore(request.headers.get("Mcp-Session-Id"), self.tenancy.key(request))
         if not self.store.put(SESSIONS, session.id, ENDED, self.config.session_max_age):
             raise HttpError(503, jsonrpc.INTERNAL_ERROR, "The session could not be ended just now; try again",
                             {"Retry-After": "5"})

@@ -12,7 +12,8 @@ import ipaddress
 import math
 import secrets
 import socket
-from typing import Any, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Union
 
 from werkzeug.datastructures import Headers
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -20,13 +21,12 @@ from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wrappers import Response
 
 from ... import metrics
-from ...cancellation import Reason, reason_of
 from ...errors import ColabHiveError
+from ...keys import ApiKey
 from ...logs import log
 from ...loopback import is_loopback
 from ...protocol import jsonrpc
-from ...protocol.eras import META_VERSION
-from ...protocol.jsonrpc import JsonRpcError
+from ...protocol.jsonrpc import META_VERSION, Frame, JsonRpcError, RequestFrame
 from ...protocol.request import Narrowing
 from .incoming import HttpRequest
 
@@ -34,8 +34,6 @@ JSON = "application/json"
 SSE = "text/event-stream"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 INVALID_TOKEN = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
-# 2026: the body field each method's Mcp-Name header mirrors
-NAME_PARAMS = {"tools/call": "name", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 STATUS_BY_CODE = {jsonrpc.PARSE_ERROR: 400, jsonrpc.INVALID_REQUEST: 400, jsonrpc.KEY_REJECTED: 401}
 # 2026: 400 only with an error a dual-era client recognises as modern (else it falls back to the
 # handshake): a malformed envelope is answered before the core (400 with -32602); a plain -32602 (an
@@ -67,6 +65,44 @@ def http_answer(exc: ColabHiveError, request_id: Any = None) -> JsonAnswer:
 
 
 # -- reading a request ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Post:
+    """A POST to ``/mcp`` as the edge reads it, once: what it accepts, whose it is, its headers and
+    its frame."""
+
+    wanted: set[str]  # which of JSON and SSE the client takes
+    key: ApiKey
+    narrow: Narrowing | None
+    session_token: str | None  # Mcp-Session-Id
+    version: str | None  # MCP-Protocol-Version
+    headers: Mapping[str, str]  # the rest (the 2026 routing headers, the W3C trace context)
+    sock: socket.socket | None  # the client's connection (a hang-up is watched for during a call)
+    address: str  # the client, as budgets count clients
+    frame: Frame | HttpError  # the body's frame, or the 400 a body that is not JSON gets
+
+
+def read_post(request: HttpRequest, key_of: Callable[[HttpRequest], ApiKey]) -> Post:
+    """Read a POST once, in the order its refusals are due: what it accepts (406), its type (415),
+    its key (401, from ``key_of``), then its body (one that is not JSON is refused once the key is
+    known to be good)."""
+    wanted = accepts(request)
+    if not wanted:
+        raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {JSON} or {SSE}")
+    if request.mimetype != JSON:
+        raise HttpError(415, jsonrpc.INVALID_REQUEST, f"Content-Type must be {JSON}")
+    key = key_of(request)
+    narrow, address = narrowing(request), client_address(request)
+    frame: Frame | HttpError
+    try:
+        frame = jsonrpc.parse(body(request))
+    except HttpError as exc:  # a body that could not be read
+        frame = exc
+    except JsonRpcError as exc:  # not JSON
+        frame = HttpError(400, exc.code, exc.message)
+    return Post(wanted, key, narrow, request.headers.get("Mcp-Session-Id"), request.headers.get("MCP-Protocol-Version"),
+                request.headers, socket_of(request.environ), address, frame)
+
 
 def accepts(request: HttpRequest) -> set[str]:
     """Which of JSON and SSE the client takes (a missing Accept, or */*, takes both)."""
@@ -102,7 +138,7 @@ def request_id_of(request: HttpRequest) -> Any:
     if request.method != "POST":
         return None
     try:
-        return jsonrpc.request_id(jsonrpc.decode(request.get_data()))
+        return jsonrpc.parse(request.get_data()).id
     except Exception:  # whatever kept the body from being a request is already being answered
         return None
 
@@ -116,26 +152,17 @@ def narrowing(request: HttpRequest) -> Narrowing | None:
     return Narrowing(globs, read_only) if globs or read_only else None
 
 
-def cancelled_request(message: Any) -> tuple[Any, Reason] | None:
-    """The request id a ``notifications/cancelled`` names and the kind of its reason, if it is one."""
-    if jsonrpc.method_of(message) == "notifications/cancelled":
-        params = jsonrpc.params_of(message)
-        if jsonrpc.is_valid_id(params.get("requestId")):
-            return params["requestId"], reason_of(params.get("reason"))
-    return None
-
-
-def header_mismatch(request: HttpRequest, message: dict[str, Any]) -> str | None:
-    """Why the 2026 routing headers disagree with the body, or ``None``."""
-    params, method = jsonrpc.params_of(message), jsonrpc.method_of(message)
-    if request.headers.get("MCP-Protocol-Version") != jsonrpc.meta_of(message).get(META_VERSION):
+def header_mismatch(headers: Mapping[str, str], frame: Frame) -> str | None:
+    """Why a 2026 request's routing headers disagree with its body, or ``None`` (a notification has no
+    name to check)."""
+    if headers.get("MCP-Protocol-Version") != frame.meta.get(META_VERSION):
         return "MCP-Protocol-Version header does not match params._meta protocolVersion"
-    if method is None or request.headers.get("Mcp-Method") != method:
+    if frame.method is None or headers.get("Mcp-Method") != frame.method:
         return "Mcp-Method header does not match the request's method"
-    name_key = NAME_PARAMS.get(method)
-    if name_key and isinstance(params.get(name_key), str):
-        if _decode_header(request.headers.get("Mcp-Name")) != params[name_key]:
-            return f"Mcp-Name header does not match params.{name_key}"
+    name_field = jsonrpc.NAME_PARAMS.get(frame.method)
+    if isinstance(frame, RequestFrame) and frame.name is not None and name_field:
+        if _decode_header(headers.get("Mcp-Name")) != frame.name:
+            return f"Mcp-Name header does not match params.{name_field}"
     return None
 
 
@@ -231,10 +258,10 @@ def not_allowed(allow: str) -> Response:
     return Response(b"", 405, headers={"Allow": allow})
 
 
-def failed(message: Any, **fields: Any) -> dict[str, Any] | None:
+def failed(frame: Frame | None, **fields: Any) -> dict[str, Any] | None:
     """Log an unexpected exception once (scrubbed, with a request id) and give the JSON-RPC answer
-    the message gets instead: ``-32603`` for a request, nothing for a notification."""
+    the frame gets instead: ``-32603`` for a request (or no frame at all), nothing for a notification."""
     metrics.ERRORS.labels("internal").inc()
-    log.bind(request_id=secrets.token_hex(6), rpc_method=jsonrpc.method_of(message), **fields
+    log.bind(request_id=secrets.token_hex(6), rpc_method=frame and frame.method, **fields
              ).exception("http.internal_error")
-    return jsonrpc.internal_error(message)
+    return jsonrpc.internal(None) if frame is None else jsonrpc.internal_error(frame)
