@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ..cancellation import TIMEOUT, USER, Reason
+from ..revisions import revision
 from .confirm import may_ask
 from .eras import META_LOG_LEVEL, envelope_error
 from .jsonrpc import BatchFrame, Frame, InvalidFrame, JsonRpcError, NotificationFrame, RequestFrame, RequestId, is_valid_id
@@ -36,6 +37,7 @@ class Plan:
     long: bool = False  # it may hold its thread for long
     held: bool = False  # it stays open for as long as its client likes
     light: bool = False  # a legacy notification, an answer to us or a ping: served without the gateway
+    resumable: bool = False  # its session's revision lets a streamed answer be resumed (its events have ids)
     refusal: JsonRpcError | None = None  # a 2026 request's malformed envelope (answered before anything else)
     cancels: tuple[RequestId, Reason] | None = None  # the request a cancellation names, and why
 
@@ -57,6 +59,7 @@ def plan(frame: Frame, session: Session | None = None, confirm_policy: str = "of
         asks=calls and not frame.modern and may_ask(confirm_policy, capabilities),
         listens=method == LISTEN, long=method in LONG_METHODS, held=method in HELD_METHODS,
         light=not frame.modern and (not request or method == "ping"),
+        resumable=session is not None and session.version is not None and revision(session.version).resumable,
         refusal=envelope_error(frame.meta) if frame.modern else None, cancels=cancelled_by(frame))
 
 

@@ -30,7 +30,6 @@ from ...protocol import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS, Se
 from ...protocol.eras import META_VERSION
 from ...protocol.plan import Plan
 from ...protocol.jsonrpc import BatchFrame, Frame, Single
-from ...revisions import revision
 from ...tenant import Tenant
 from .admission import Admission
 from .hangups import HangupWatch
@@ -129,8 +128,7 @@ class Streamable:
             if self.relay is not None and plan.cancels is not None:
                 self.relay.publish(session.id, *plan.cancels)  # the call may run in another worker
             return Response(status=202) if answer is None else json_response(answer, status_of(answer, STATUS_BY_CODE))
-        resumable = self.streams.events is not None and session.version is not None and revision(
-            session.version).resumable
+        resumable = self.streams.events is not None and plan.resumable
         stream = _streamed(plan, post.wanted) or (SSE in post.wanted and plan.calls and (resumable or plan.asks))
         return self._answer(post, frame, plan, caller, session, STATUS_BY_CODE, stream=stream,
                             resumable=resumable, takes_json=JSON in post.wanted)
