@@ -21,7 +21,7 @@ from .. import logs, tracing, upgrade
 from ..config import SETTINGS, Config, ConfigError
 from ..sources import Resolved, load
 from ..keys import well_formed
-from .arguments import OK, USAGE, build_parser, command_first
+from .arguments import NO_KEY, OK, USAGE, build_parser, command_first
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = command_line()
@@ -91,8 +91,10 @@ def run_stdio(args: argparse.Namespace) -> int:
     from ..transports import stdio
 
     with gateway_config(args, quiet=False) as config:
-        if not config.api_key:
-            raise ConfigError("no API key: set COLABHIVE_API_KEY (or pass --sandbox to try the sandbox gateway)")
+        if not config.api_key:  # the exit code every command gives for it
+            print("colabhive-mcp: no API key: set COLABHIVE_API_KEY (or pass --sandbox to try the sandbox gateway)",
+                  file=sys.stderr)
+            return NO_KEY
         tenant = Tenant(config, config.api_key)
         tracing.configure()
         logs.log.bind(gateway=config.api_url, tenant=tenant.key_id).info("stdio.ready")
