@@ -74,7 +74,8 @@ class Config:
     manifest_pin: str | None = _setting(
         None, text, "only ever serve the manifest with this ETag", env="COLABHIVE_MANIFEST_PIN", metavar="ETAG")
     manifest_snapshot: str | None = _setting(
-        None, text, "serve the manifest from this JSON file instead of the gateway",
+        None, text, "serve the manifest from this JSON file instead of the gateway (stdio and single-tenant only: "
+        "hosted mode could not check keys)",
         env="COLABHIVE_MANIFEST_SNAPSHOT", metavar="FILE")
     allow: tuple[str, ...] = _setting(
         ("*",), words, "glob patterns of action slugs to expose", env="COLABHIVE_ALLOW", metavar="GLOBS",

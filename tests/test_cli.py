@@ -298,7 +298,9 @@ GUNICORN = [sys.executable, "-m", "gunicorn", "-c", str(Path(__file__).parent.pa
     ({"COLABHIVE_MANIFEST_TTL": "soon", "COLABHIVE_SESSION_SECRET": SECRET},
      "invalid configuration: manifest_ttl = 'soon' from environment COLABHIVE_MANIFEST_TTL: expected a number"),
     ({}, "hosted mode signs session ids, task ids and confirmations with session_secret: set COLABHIVE_SESSION_SECRET"),
-], ids=["bad value", "no session secret"])
+    ({"COLABHIVE_MANIFEST_SNAPSHOT": "tools.json", "COLABHIVE_SESSION_SECRET": SECRET},
+     "manifest_snapshot serves one file's tools without asking the gateway, so hosted mode could not tell"),
+], ids=["bad value", "no session secret", "a snapshot would admit any key"])
 @pytest.mark.parametrize("how", ["serve", "plain gunicorn"])
 def test_a_configuration_error_is_one_line_before_any_worker_starts(env, says, how):
     argv = GUNICORN + ["--bind", f"127.0.0.1:{free_port()}"] if how == "plain gunicorn" else [

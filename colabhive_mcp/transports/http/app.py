@@ -162,6 +162,9 @@ def check_config(config: Config) -> None:
         raise ConfigError("oauth lets each user bring their own key: it needs hosted mode, not --single-tenant")
     if config.single_tenant and not config.api_key:
         raise ConfigError("single-tenant mode needs an API key (COLABHIVE_API_KEY)")
+    if config.manifest_snapshot and not config.single_tenant:  # no manifest fetch: no key would ever be checked
+        raise ConfigError("manifest_snapshot serves one file's tools without asking the gateway, so hosted mode "
+                          "could not tell a real key from a made-up one: use it with stdio or --single-tenant")
     if config.single_tenant and not is_loopback(bind_host(config.bind)):
         raise ConfigError(f"single-tenant mode serves one key to every caller: bind it to loopback, not {config.bind}")
     if config.http_long_requests is not None and config.http_long_requests >= config.http_threads > 1:
