@@ -124,8 +124,8 @@ def _file_settings(path: str, problems: list[str]) -> dict[str, Any]:
     known = {f.name for f in SETTINGS}
     aliases = {alias: f.name for f in SETTINGS for alias in f.metadata["aliases"]}
     values: dict[str, Any] = {}
-    spelled: dict[str, str] = {}  # field name -> the key that gave its value
-    for key, value in upgrade.flatten(_read_file(path), known).items():
+    spelled: dict[str, str] = {}  # field name -> where its value came from (the key, and its table)
+    for key, value, where in upgrade.flatten(_read_file(path), known):
         name = aliases.get(key, key)
         if key in upgrade.RETIRED or key in upgrade.GATES:
             problem = upgrade.retired(key, value, f"config file {path}")
@@ -134,10 +134,10 @@ def _file_settings(path: str, problems: list[str]) -> dict[str, Any]:
         elif name not in known:
             problems.append(f"{path}: unknown setting {key!r}")
         elif name in values and values[name] != value:
-            problems.append(f"{path}: {spelled[name]!r} and {key!r} are the same setting ({name}) with different "
+            problems.append(f"{path}: {spelled[name]} and {where} are the same setting ({name}) with different "
                             "values; keep one")
         else:
-            values[name], spelled[name] = value, key
+            values[name], spelled[name] = value, where
     return values
 
 

@@ -46,15 +46,16 @@ def profile_file(name: str, environ: Mapping[str, str] | None = None) -> str:
     return str(home / "colabhive-mcp" / "profiles" / f"{name}.toml")
 
 
-def flatten(data: dict[str, Any], settings: set[str]) -> dict[str, Any]:
+def flatten(data: dict[str, Any], settings: set[str]) -> list[tuple[str, Any, str]]:
     """0.3.4 grouped settings in tables (``[filter]``, ``[transport]``): lift any table that is not
-    itself a setting's value to the top level."""
-    flat: dict[str, Any] = {}
+    itself a setting's value to the top level. Each entry is ``(key, value, where)``, ``where`` being
+    how a message names its place (``'allow'``, ``'allow' in [filter]``): a key given twice stays twice."""
+    flat: list[tuple[str, Any, str]] = []
     for key, value in data.items():
         if isinstance(value, dict) and key not in settings:
-            flat.update(value)
+            flat.extend((inner, item, f"{inner!r} in [{key}]") for inner, item in value.items())
         else:
-            flat[key] = value
+            flat.append((key, value, repr(key)))
     return flat
 
 

@@ -128,9 +128,17 @@ def test_two_spellings_of_one_setting_in_a_file_are_named_as_written(tmp_path):
     path.write_text("use_etag = false\n[filter]\netag = true\n")
     with pytest.raises(ConfigError) as caught:
         load({}, {}, str(path))
-    assert "'use_etag' and 'etag' are the same setting (manifest_etag)" in str(caught.value)
+    assert "'use_etag' and 'etag' in [filter] are the same setting (manifest_etag)" in str(caught.value)
     path.write_text("use_etag = false\netag = false\n")  # the same value twice: no problem
     assert load({}, {}, str(path)).config.manifest_etag is False
+
+
+def test_one_key_at_the_top_and_in_a_0_3_4_table_with_different_values_is_an_error(tmp_path):
+    path = tmp_path / "both.toml"
+    path.write_text('deny = ["a-*"]\n[filter]\ndeny = ["b-*"]\n')  # the later one used to win, silently
+    with pytest.raises(ConfigError) as caught:
+        load({}, {}, str(path))
+    assert "'deny' and 'deny' in [filter] are the same setting (deny) with different values" in str(caught.value)
 
 
 def test_one_problem_is_one_line():
