@@ -1,10 +1,12 @@
-"""JSON as the wire wants it: compact UTF-8, and a large list kept with its own encoding.
+"""JSON as the wire wants it: compact UTF-8, and a large list kept with its own encoding; and
+unpadded base64url, in which tokens, cursors and digests carry bytes.
 
 A lone surrogate (a client's ``"\\ud800"`` escape) has no UTF-8 form: it goes back out escaped.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from itertools import accumulate
@@ -45,3 +47,13 @@ class EncodedList(list):
     def __init__(self, items: list[Any]) -> None:
         super().__init__(items)
         self.raw = to_json(items)
+
+
+def b64url(data: bytes) -> str:
+    """``data`` as unpadded base64url (RFC 4648 §5): safe in a URL, a header and a file name."""
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def from_b64url(text: str) -> bytes:
+    """The bytes of unpadded base64url ``text``; ``ValueError`` (``binascii.Error``) for any other character."""
+    return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)

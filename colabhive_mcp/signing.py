@@ -6,12 +6,13 @@ that was altered, signed with another secret or is too old reads as ``None``.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import json
 import time
 from typing import Any, Callable
+
+from .encoding import b64url, from_b64url
 
 
 class Signer:
@@ -24,8 +25,8 @@ class Signer:
 
     def dumps(self, payload: dict[str, Any]) -> str:
         """A token for ``payload`` (visible ASCII only, safe in an HTTP header)."""
-        body = _b64(json.dumps({**payload, "t": int(self.clock())}, separators=(",", ":")).encode())
-        return self.prefix + body + "." + _b64(self._sign(body))
+        body = b64url(json.dumps({**payload, "t": int(self.clock())}, separators=(",", ":")).encode())
+        return self.prefix + body + "." + b64url(self._sign(body))
 
     def loads(self, token: Any) -> dict[str, Any] | None:
         """The payload of a genuine, unexpired token, else ``None``."""
@@ -33,9 +34,9 @@ class Signer:
             return None
         body, _, signature = token[len(self.prefix):].partition(".")
         try:
-            if not hmac.compare_digest(signature.encode(), _b64(self._sign(body)).encode()):  # one spelling only
+            if not hmac.compare_digest(signature.encode(), b64url(self._sign(body)).encode()):  # one spelling only
                 return None
-            payload = json.loads(_unb64(body))
+            payload = json.loads(from_b64url(body))
         except ValueError:
             return None
         if not isinstance(payload, dict) or self.clock() - payload.get("t", 0) > self.max_age:
@@ -47,9 +48,3 @@ class Signer:
 
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

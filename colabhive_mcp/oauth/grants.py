@@ -6,7 +6,6 @@ used one, keyed by its digest, until it would have expired anyway. Nothing else 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
 import secrets
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from ..encoding import b64url
 from ..keys import MAX_KEY_CHARS
 from .errors import OAuthError
 from .metadata import SCOPE
@@ -37,7 +37,7 @@ class Grant:
 
 def digest(text: str) -> str:
     """A short digest that binds a token to a client or a resource without carrying it."""
-    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()[:8]).decode().rstrip("=")
+    return b64url(hashlib.sha256(text.encode()).digest()[:8])
 
 
 def same_resource(given: str, ours: str) -> bool:
@@ -48,7 +48,7 @@ def same_resource(given: str, ours: str) -> bool:
 
 
 def s256(verifier: str) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode("ascii")).digest()).decode().rstrip("=")
+    return b64url(hashlib.sha256(verifier.encode("ascii")).digest())
 
 
 class Grants:

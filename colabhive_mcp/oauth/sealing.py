@@ -7,7 +7,6 @@ Rotating the secret makes every sealed value worthless at once.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 import os
@@ -18,6 +17,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from ..encoding import b64url, from_b64url
 
 NONCE_BYTES = 12
 EXPIRES = "e"  # the payload field holding when a sealed value stops opening (Unix time)
@@ -39,7 +40,7 @@ class Sealer:
             payload = {**payload, EXPIRES: int(self.clock() + ttl)}
         nonce = os.urandom(NONCE_BYTES)
         sealed = self._aead.encrypt(nonce, json.dumps(payload, separators=(",", ":")).encode(), None)
-        return self.prefix + base64.urlsafe_b64encode(nonce + sealed).decode().rstrip("=")
+        return self.prefix + b64url(nonce + sealed)
 
     def open(self, value: Any) -> dict[str, Any] | None:
         """The payload of a genuine, unexpired value of this purpose, else ``None``."""
@@ -54,7 +55,7 @@ class Sealer:
         if "=" in text:  # one spelling only (nginx buckets a token by its text)
             return None
         try:
-            raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+            raw = from_b64url(text)
             payload = json.loads(self._aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], None))
         except (binascii.Error, ValueError, InvalidTag):
             return None

@@ -8,11 +8,11 @@ clients of one key (``cacheScope: "private"`` allows one per key) never serves i
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from .. import profiles
 from ..config import Config
+from ..encoding import b64url, from_b64url
 from ..manifest import ManifestError
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonRpcError
 from .request import Request
@@ -42,14 +42,14 @@ def tools_list(request: Request, config: Config) -> dict[str, Any]:
 
 
 def _make_cursor(offset: int, fingerprint: str) -> str:
-    return base64.urlsafe_b64encode(f"{offset}:{fingerprint}".encode()).decode().rstrip("=")
+    return b64url(f"{offset}:{fingerprint}".encode())
 
 
 def _read_cursor(cursor: Any, fingerprint: str) -> int:
     if cursor is None or cursor == "":
         return 0
     try:
-        text = base64.urlsafe_b64decode(str(cursor) + "=" * (-len(str(cursor)) % 4)).decode()
+        text = from_b64url(str(cursor)).decode()
         offset, _, stamp = text.partition(":")
         if stamp == fingerprint and int(offset) >= 0:
             return int(offset)
