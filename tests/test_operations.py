@@ -29,23 +29,25 @@ def test_metrics_add_up_over_two_workers_and_carry_no_key(gateway_sandbox, tmp_p
     server = HttpServer(gateway_sandbox.url, "--http-workers", "2", env={"COLABHIVE_METRICS_TOKEN": "m-token-1",
                                                                           "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)})
     try:
-        for i in range(12):  # a new connection each time: gunicorn spreads them over its workers
-            key = DEMO_KEY if i % 2 else DEMO_KEY_B
-            assert modern(server.url, "tools/call", {"name": "echo", "arguments": {"text": str(i)}},
-                          key=key, Connection="close").status_code == 200
+        calls = 0  # a new connection each time: gunicorn spreads them over its workers, as the kernel wakes them
+        while calls < 12 or len(list(tmp_path.glob("counter_*.db"))) < 2:  # until both workers have served calls
+            assert calls < 300, "every connection went to the same worker"
+            assert modern(server.url, "tools/call", {"name": "echo", "arguments": {"text": str(calls)}},
+                          key=DEMO_KEY if calls % 2 else DEMO_KEY_B, Connection="close").status_code == 200
+            calls += 1
         modern(server.url, "tools/call", {"name": "flaky-translate", "arguments": {"text": "x"}})
         assert requests.get(server.root + "/metrics", timeout=10).status_code == 401
         text = requests.get(server.root + "/metrics", headers={"Authorization": "Bearer m-token-1"}, timeout=10).text
     finally:
         server.stop()
-    assert metric(text, "mcp_tool_calls_total", tool="echo", status="succeeded") == 12
+    assert metric(text, "mcp_tool_calls_total", tool="echo", status="succeeded") == calls
     assert metric(text, "mcp_tool_calls_total", tool="flaky-translate", status="failed") == 1
-    assert metric(text, "mcp_tool_latency_seconds_count") == 13
-    assert metric(text, "colabhive_upstream_requests_total", route="invoke") == 13
+    assert metric(text, "mcp_tool_latency_seconds_count") == calls + 1
+    assert metric(text, "colabhive_upstream_requests_total", route="invoke") == calls + 1
     assert metric(text, "mcp_manifest_requests_total", result="fetched") >= 2  # one per tenant and worker
     assert metric(text, "mcp_tenants_resident") >= 2
     assert DEMO_KEY not in text and DEMO_KEY_B not in text
-    assert len(list(tmp_path.glob("counter_*.db"))) == 2  # both workers served calls
+    assert len(list(tmp_path.glob("counter_*.db"))) == 2  # both workers served calls, and no other process counted
 
 
 def test_probes_and_refresh(gateway_sandbox, sandbox):
