@@ -43,17 +43,19 @@ class Tenancy:
                              config.oauth_refresh_token_ttl) if self.endpoints is not None else None
 
     def key(self, request: HttpRequest) -> ApiKey:
-        """The request's key (made once, here), or the configured one in single-tenant mode; none is a 401."""
+        """The request's key (made once, here), or the configured one in single-tenant mode; none is a 401
+        (with OAuth on, the challenge that starts a host's OAuth flow)."""
         if self.single is not None:
             return self.single_key
-        if self.endpoints is None:
-            return ApiKey.of(credential(request.headers))
-        if not (request.headers.get("Authorization") or request.headers.get("X-API-Key")):
-            raise HttpError(401, jsonrpc.INVALID_REQUEST, "Authentication required: connect with OAuth, or send "
-                            "your ColabHive API key as 'Authorization: Bearer <key>' or 'X-API-Key'",
-                            {"WWW-Authenticate": self.endpoints.challenge()})
         secret = credential(request.headers)
-        return self._token_key(secret) if secret.startswith(ACCESS_PREFIX) else ApiKey.of(secret)
+        if secret is None:
+            how = "connect with OAuth, or send" if self.endpoints is not None else "send"
+            raise HttpError(401, jsonrpc.INVALID_REQUEST, f"Authentication required: {how} your ColabHive API key as "
+                            "'Authorization: Bearer <key>' or 'X-API-Key'",
+                            {"WWW-Authenticate": self.endpoints.challenge() if self.endpoints is not None else "Bearer"})
+        if self.endpoints is not None and secret.startswith(ACCESS_PREFIX):
+            return self._token_key(secret)
+        return ApiKey.of(secret)
 
     def _token_key(self, token: str) -> ApiKey:
         """The key an access token carries; a 401 with the challenge when it is not usable here."""
@@ -93,14 +95,14 @@ class Tenancy:
             pass
 
 
-def credential(headers: Headers) -> str:
-    """The request's key: a bearer token, or ``X-API-Key``, or both when they are the same. Every
-    other form (another scheme, a token of another shape, two keys) is a 401: nginx's site buckets
-    its limits by exactly these tokens, so no other spelling of a key gets past them."""
+def credential(headers: Headers) -> str | None:
+    """The request's key (or access token): a bearer token, or ``X-API-Key``, or both when they are the
+    same; ``None`` when it carries neither. Every other form (another scheme, a token of another shape,
+    two keys) is a 401: nginx's site buckets its limits by exactly these tokens, so no other spelling
+    of a key gets past them."""
     authorization, api_key = headers.get("Authorization") or None, headers.get("X-API-Key") or None
     if authorization is None and api_key is None:
-        raise HttpError(401, jsonrpc.INVALID_REQUEST, "Authentication required: send your ColabHive API key "
-                        "as 'Authorization: Bearer <key>' or 'X-API-Key'", {"WWW-Authenticate": "Bearer"})
+        return None
     if authorization is not None:
         scheme, _, token = authorization.partition(" ")
         token = token.lstrip(" ")
