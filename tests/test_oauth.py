@@ -225,5 +225,7 @@ def test_client_metadata_documents_are_checked(document_server):
         with pytest.raises(OAuthError, match=why) as refused:
             clients.find(document_server(path, body))
         assert refused.value.error == "invalid_client"
+    with pytest.raises(OAuthError, match="invalid port"):  # was a ValueError out of urlsplit
+        clients.find("https://client.example:99999/client.json")
     with pytest.raises(OAuthError, match="private or reserved"):  # loopback, without the test setting
         Clients(SECRET, ("https",)).find(url.replace("http://", "https://").replace("/ok.json", "/fresh.json"))

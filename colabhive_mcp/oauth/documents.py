@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import urllib3
 from cachetools import TTLCache
@@ -43,9 +43,8 @@ def fetch(url: str, *, loopback: bool = False) -> dict[str, Any]:
         found = _cache.get(url)
     if found is not None:
         return found
-    parts = _checked_url(url, loopback)
-    address = _public_address(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80), loopback)
-    document = _get(parts, address)
+    parts, port = _checked_url(url, loopback)
+    document = _get(parts, _public_address(parts.hostname or "", port, loopback), port)
     with _lock:
         _cache[url] = document
     return document
@@ -55,13 +54,17 @@ def _refused(why: str) -> OAuthError:
     return OAuthError("invalid_client", f"The client's metadata document {why}.")
 
 
-def _checked_url(url: str, loopback: bool) -> Any:
+def _checked_url(url: str, loopback: bool) -> tuple[SplitResult, int]:
+    """The URL's parts and its port, once it is one a document may be fetched from."""
     parts = urlsplit(url)
     if parts.scheme != "https" and not (loopback and parts.scheme == "http" and is_loopback(parts.hostname)):
         raise _refused("must be at an https URL")
     if not parts.hostname or parts.username or parts.password or parts.fragment or parts.path in ("", "/"):
         raise _refused("URL must name a host and a path, with no user or fragment")
-    return parts
+    try:
+        return parts, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # urlsplit checks a port only when it is asked for it
+        raise _refused("URL has an invalid port") from None
 
 
 def _public_address(host: str, port: int, loopback: bool) -> str:
@@ -80,9 +83,8 @@ def _public_address(host: str, port: int, loopback: bool) -> str:
     return addresses[0]
 
 
-def _get(parts: Any, address: str) -> dict[str, Any]:
+def _get(parts: SplitResult, address: str, port: int) -> dict[str, Any]:
     timeout = urllib3.Timeout(connect=TIMEOUT_S, read=TIMEOUT_S)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
     if parts.scheme == "https":
         pool: Any = urllib3.HTTPSConnectionPool(address, port, timeout=timeout, retries=False,
                                                 cert_reqs="CERT_REQUIRED", server_hostname=parts.hostname,
