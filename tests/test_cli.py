@@ -2,7 +2,6 @@
 mistakes said in one line with the exit code the same in every command, help that fits each command."""
 
 import json
-import os
 import re
 import socket
 import subprocess
@@ -182,13 +181,6 @@ def test_each_command_shows_only_its_own_settings_with_their_defaults(capsys):
     code, _, err = outcome(capsys, "stdio", "--http-workers", "4")
     assert code == 2 and err == ("colabhive-mcp: --http-workers is a setting of `colabhive-mcp serve`; leave it out "
                                  "of `colabhive-mcp stdio`\n")
-
-
-def test_stdio_without_a_key_says_so_with_the_no_key_exit_code(capsys, monkeypatch):
-    monkeypatch.delenv("COLABHIVE_API_KEY", raising=False)
-    monkeypatch.setenv("XDG_CONFIG_HOME", os.devnull)  # no user's config file
-    code, out, err = outcome(capsys, "stdio")
-    assert (code, out) == (3, "") and err.startswith("colabhive-mcp: no API key: set COLABHIVE_API_KEY")
 
 
 def run(*argv, **env):

@@ -190,8 +190,8 @@ def test_sigterm_cancels_work_in_flight_and_exits(peer, journal):
 def test_without_a_key_it_says_what_to_do():
     result = subprocess.run([sys.executable, "-m", "colabhive_mcp", "stdio"], env=server_env(),
                             capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
-    assert result.returncode == 2 and result.stdout == b""
-    assert b"COLABHIVE_API_KEY" in result.stderr
+    assert result.returncode == 3 and result.stdout == b""  # "no API key", as check, tools and call say it
+    assert result.stderr.startswith(b"colabhive-mcp: no API key: set COLABHIVE_API_KEY")
 
 
 def test_a_bad_setting_is_reported_before_serving():
