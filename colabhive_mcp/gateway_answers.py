@@ -84,7 +84,7 @@ class Invocation:
     model_state: str | None = None  # "cold" or "warm"
     fraction: float | None = None  # how far the work says it is, 0 to 1 ("progress" / "total")
     step: str | None = None  # the work's own word on where it is ("progress"."message": "step 2 of 5")
-    result: Any = None  # the action's answer, any JSON (its shapes: :func:`colabhive_mcp.results.success_result`)
+    result: Any = None  # the action's answer: any JSON (the contract names the shapes seen)
     error: str | dict[str, Any] | None = None  # why it failed: text, or {"code", "message"}
     updated_at: str | None = None  # when it last changed, by the gateway's clock (ISO 8601)
 
@@ -102,10 +102,11 @@ class Invocation:
         if not isinstance(progress, dict):
             progress = {}
         error = body.get("error")
-        return cls(name, cast(Status, status), _text(body.get("action_slug")), _text(body.get("status_detail")),
-                   _text(body.get("model_state")), _fraction(progress.get("progress"), progress.get("total")),
-                   _text(progress.get("message")), body.get("result"),
-                   error if isinstance(error, (str, dict)) else None, _text(body.get("updated_at")))
+        return cls(name, cast(Status, status), slug=_text(body.get("action_slug")),
+                   detail=_text(body.get("status_detail")), model_state=_text(body.get("model_state")),
+                   fraction=_fraction(progress.get("progress"), progress.get("total")),
+                   step=_text(progress.get("message")), result=body.get("result"),
+                   error=error if isinstance(error, (str, dict)) else None, updated_at=_text(body.get("updated_at")))
 
     @property
     def terminal(self) -> bool:
