@@ -27,7 +27,8 @@ from .cancellation import keeps_work
 from .config import Config
 from .detached import DetachedCalls, call_key
 from .gateway import Gateway, GatewayError
-from .invocation import Backoff, Outcome, cancel_upstream, follow, run
+from .gateway_answers import Invocation
+from .invocation import Backoff, Outcome, Update, cancel_upstream, follow, run
 from .keys import KeyRejected
 from .logs import log
 from .policy import Policy
@@ -59,7 +60,7 @@ class CallOptions:
 
     version: str  # the protocol revision its result is spelled for
     cancelled: threading.Event  # set when the caller gives up (a Cancellation says why)
-    on_update: Callable[[dict[str, Any]], None] | None = None  # hears each change of the invocation
+    on_update: Callable[[Update], None] | None = None  # hears each change of the work
     gate: Gate | None = None  # may stop the call before the gateway hears of it (a confirmation)
     profile: Profile = UNKNOWN  # the client's host
     narrow: Policy | None = None  # the request's own narrowing of the tool set
@@ -94,7 +95,7 @@ class ToolCall:
             fields.update(status=outcome.state, polls=outcome.polls, invocation_id=outcome.invocation_id,
                           mode="attached" if self.attached else "sync" if outcome.polls == 0 else "polled")
             if outcome.state == "done" and outcome.invocation is not None:
-                fields["status"] = outcome.invocation["status"]
+                fields["status"] = outcome.invocation.status
             result = self._settle(outcome)
         except KeyRejected:  # not a tool error: the caller is told its key is bad
             fields["status"] = "key_rejected"
@@ -132,18 +133,18 @@ class ToolCall:
         """The continuation tool: follow the named invocation, as the original call would have."""
         invocation_id = self.arguments["invocation_id"]
         invocation, _ = self.tenant.gateway.get_invocation(invocation_id)
-        self.target = self.catalog.by_slug.get(invocation.get("action_slug") or "", self.tool)
+        self.target = self.catalog.by_slug.get(invocation.slug or "", self.tool)
         self.key = self.tenant.calls.follow_up(self.tenant.binding, invocation_id)
         self.recorded = self.key is not None
         wanted = self.arguments.get("wait_s")
         max_wait = self._max_wait(self.tenant.config.poll_max_wait if wanted is None else wanted)
         return self._follow(invocation, max_wait)
 
-    def _follow(self, invocation: dict[str, Any], max_wait: float) -> Outcome:
+    def _follow(self, invocation: Invocation, max_wait: float) -> Outcome:
         return follow(self.tenant.gateway, invocation, cancelled=self.cancelled, on_update=self.options.on_update,
                       max_wait=max_wait, backoff=self.tenant.backoff, heartbeat=self.heartbeat)
 
-    def _fetch(self, invocation_id: str) -> dict[str, Any] | None:
+    def _fetch(self, invocation_id: str) -> Invocation | None:
         """A kept invocation as it stands now; ``None`` when the gateway no longer has it."""
         try:
             return self.tenant.gateway.get_invocation(invocation_id)[0]
@@ -153,11 +154,11 @@ class ToolCall:
         self.tenant.calls.finish(self.key, invocation_id)
         return None
 
-    def _polling(self, invocation: dict[str, Any]) -> None:
+    def _polling(self, invocation: Invocation) -> None:
         """The invoke left the work running: a retry arriving now may be this call's host retrying."""
         assert self.key is not None
         self.recorded = True
-        self.tenant.calls.running(self.key, invocation["invocation_id"],
+        self.tenant.calls.running(self.key, invocation.id,
                                   self.tenant.max_wait(self.tool.entry) + RUNNING_SLACK_S)
 
     def _max_wait(self, wanted: float) -> float:

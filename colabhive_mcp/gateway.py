@@ -20,13 +20,12 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from . import __version__, metrics, tracing
 from .encoding import to_json
-from .gateway_answers import (GatewayError, error_of, invocation_of, json_body, read_body, reason_of,
+from .gateway_answers import (GatewayError, Invocation, error_of, invocation_of, json_body, read_body, reason_of,
                               retry_after_of, valid_entries)
 from .keys import ApiKey, KeyRejected
 from .logs import log
 
 RETRY_STATUSES = frozenset({502, 503, 504})
-TERMINAL = frozenset({"succeeded", "completed", "failed", "cancelled"})
 MAX_MANIFEST_PAGES = 1000
 
 if TYPE_CHECKING:
@@ -118,7 +117,7 @@ class Gateway:
         raise GatewayError("the manifest kept changing while its pages were read", status=None)
 
     def invoke(self, slug: str, arguments: dict[str, Any], *, sync: bool = True, sync_timeout_s: int = 5,
-               idempotency_key: str | None = None) -> dict[str, Any]:
+               idempotency_key: str | None = None) -> Invocation:
         """Start an action; returns the Invocation (terminal, or queued/running).
 
         The ``Idempotency-Key`` (a new one unless given) makes the POST safe to retry after a
@@ -132,14 +131,14 @@ class Gateway:
                                  timeout=timeout)
         return invocation_of(response)
 
-    def get_invocation(self, invocation_id: str, *, timeout: float | None = None) -> tuple[dict[str, Any], float | None]:
+    def get_invocation(self, invocation_id: str, *, timeout: float | None = None) -> tuple[Invocation, float | None]:
         """The Invocation as it stands, and the gateway's ``Retry-After`` hint for the next poll.
         ``timeout`` may shorten the wait for the answer (never lengthen it)."""
         response = self._request("GET", f"/invocations/{_segment(invocation_id)}",
                                  timeout=min(timeout, self.timeout) if timeout else None)
         return invocation_of(response), retry_after_of(response)
 
-    def cancel(self, invocation_id: str) -> dict[str, Any] | None:
+    def cancel(self, invocation_id: str) -> Invocation | None:
         """Ask the gateway to stop an invocation; ``None`` when it has no cancel route."""
         try:
             response = self._request("POST", f"/invocations/{_segment(invocation_id)}:cancel")
@@ -359,7 +358,3 @@ def reachable(base_url: str, timeout: float) -> bool:
     except _http().RequestException:
         return False
     return True
-
-
-def is_terminal(invocation: dict[str, Any]) -> bool:
-    return invocation.get("status") in TERMINAL

@@ -1,12 +1,13 @@
 """What the Builder Gateway's answers say: a body read within its cap, JSON read once (its depth
-checked first), an invocation, a manifest page's valid entries, and any failure as one
+checked first), an :class:`Invocation`, a manifest page's valid entries, and any failure as one
 :class:`GatewayError`, which keeps the HTTP status, a readable message and the ``Retry-After`` hint."""
 
 from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 from .encoding import too_deep
 from .errors import ColabHiveError
@@ -16,6 +17,10 @@ if TYPE_CHECKING:
     import requests
 
 READ_CHUNK = 256 * 1024
+
+Status = Literal["queued", "running", "succeeded", "completed", "failed", "cancelled"]
+STATUSES = frozenset(get_args(Status))
+TERMINAL = frozenset({"succeeded", "completed", "failed", "cancelled"})
 
 
 class GatewayError(ColabHiveError):
@@ -67,12 +72,71 @@ def json_body(response: requests.Response) -> Any:
                            status=response.status_code, garbled=True) from None
 
 
-def invocation_of(response: requests.Response) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """An invocation as the gateway last described it: the fields of the contract its consumers
+    read, each checked as it is read (:meth:`of`); the gateway's other fields are not kept."""
+
+    id: str  # the gateway's name for the work ("invocation_id")
+    status: Status
+    slug: str | None = None  # the action's ("action_slug")
+    detail: str | None = None  # "status_detail": "loading weights"
+    model_state: str | None = None  # "cold" or "warm"
+    fraction: float | None = None  # how far the work says it is, 0 to 1 ("progress" / "total")
+    step: str | None = None  # the work's own word on where it is ("progress"."message": "step 2 of 5")
+    result: Any = None  # the action's answer: any JSON (the contract names the shapes seen)
+    error: str | dict[str, Any] | None = None  # why it failed: text, or {"code", "message"}
+    updated_at: str | None = None  # when it last changed, by the gateway's clock (ISO 8601)
+
+    @classmethod
+    def of(cls, body: Any) -> Invocation:
+        """The invocation a JSON body describes. Raises :class:`ValueError` saying what is missing
+        (a status of the contract, the id); a field of the wrong type is as good as absent."""
+        if not isinstance(body, dict) or not isinstance(body.get("status"), str):
+            raise ValueError("no 'status'")
+        status, name, progress = body["status"], body.get("invocation_id"), body.get("progress")
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        if not isinstance(name, str) or not name:
+            raise ValueError("no 'invocation_id'")
+        if not isinstance(progress, dict):
+            progress = {}
+        error = body.get("error")
+        return cls(name, cast(Status, status), slug=_text(body.get("action_slug")),
+                   detail=_text(body.get("status_detail")), model_state=_text(body.get("model_state")),
+                   fraction=_fraction(progress.get("progress"), progress.get("total")),
+                   step=_text(progress.get("message")), result=body.get("result"),
+                   error=error if isinstance(error, (str, dict)) else None, updated_at=_text(body.get("updated_at")))
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status in ("succeeded", "completed")  # the same, by the contract
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _fraction(done: Any, total: Any) -> float | None:
+    if isinstance(done, (int, float)) and isinstance(total, (int, float)) and total > 0:
+        return max(0.0, min(1.0, done / total))
+    return None
+
+
+def invocation_of(response: requests.Response) -> Invocation:
+    """The invocation the answer describes; an answer that is not one is a garbled GatewayError (it
+    names the work when the answer did, so that the work is not lost)."""
     body = json_body(response)
-    if not isinstance(body, dict) or not isinstance(body.get("status"), str):
-        raise GatewayError("the gateway's answer is not an invocation (no 'status')", status=response.status_code,
-                           garbled=True)
-    return body
+    try:
+        return Invocation.of(body)
+    except ValueError as exc:
+        named = body.get("invocation_id") if isinstance(body, dict) else None
+        raise GatewayError(f"the gateway's answer is not an invocation ({exc})", status=response.status_code,
+                           garbled=True, invocation_id=named if isinstance(named, str) and named else None) from None
 
 
 def valid_entries(tools: list[Any]) -> list[dict[str, Any]]:

@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal
 
-from .gateway import Gateway, GatewayError, is_terminal
+from .gateway import Gateway, GatewayError
+from .gateway_answers import Invocation
 from .logs import log
 
 MAX_POLL_FAILURES = 3
@@ -23,6 +24,16 @@ MIN_POLL_TIMEOUT_S = 1.0
 
 
 OutcomeState = Literal["done", "pending", "unknown", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """A call asked for, before the gateway's first answer: what a progress listener hears first."""
+
+    slug: str
+
+
+Update = Invocation | Submitted  # what a progress listener hears: each change of the work
 
 
 @dataclass(frozen=True)
@@ -52,16 +63,16 @@ class Outcome:
     knows where the work stands) or ``cancelled``."""
 
     state: OutcomeState
-    invocation: dict[str, Any] | None
+    invocation: Invocation | None
     polls: int = 0
 
     @property
     def invocation_id(self) -> str | None:
-        return self.invocation.get("invocation_id") if self.invocation else None
+        return self.invocation.id if self.invocation else None
 
 
 def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: threading.Event,
-        sync_timeout_s: int = 1, started: Callable[[dict[str, Any]], None] | None = None,
+        sync_timeout_s: int = 1, started: Callable[[Invocation], None] | None = None,
         **follow_options: Any) -> Outcome:
     """Invoke ``slug`` and :func:`follow` it to a terminal state. Raises :class:`GatewayError`
     when the gateway refuses the call or stays unreachable for several polls in a row (then
@@ -77,15 +88,15 @@ def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: th
     # asked to hold the invoke: every state of the work (queued, cold start, steps) is reported.
     on_update = follow_options.get("on_update")
     if on_update is not None:
-        on_update({"status": "submitted", "action_slug": slug})
+        on_update(Submitted(slug))
     invocation = gateway.invoke(slug, arguments, sync=on_update is None, sync_timeout_s=sync_timeout_s)
-    if started is not None and not is_terminal(invocation):
+    if started is not None and not invocation.terminal:
         started(invocation)
     return follow(gateway, invocation, cancelled=cancelled, **follow_options)
 
 
-def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading.Event,
-           on_update: Callable[[dict[str, Any]], None] | None = None, max_wait: float = 300.0,
+def follow(gateway: Gateway, invocation: Invocation, *, cancelled: threading.Event,
+           on_update: Callable[[Invocation], None] | None = None, max_wait: float = 300.0,
            backoff: Backoff = Backoff(), heartbeat: float = 10.0,
            clock: Callable[[], float] = time.monotonic) -> Outcome:
     """Poll an invocation until it is terminal, cancelled, or ``max_wait`` has passed.
@@ -100,7 +111,7 @@ def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading
     delays = backoff.delays()
     last_seen = None
     while True:
-        if is_terminal(invocation):
+        if invocation.terminal:
             return Outcome("done", invocation, polls)
         if cancelled.is_set():
             return Outcome("cancelled", invocation, polls)
@@ -119,22 +130,20 @@ def follow(gateway: Gateway, invocation: dict[str, Any], *, cancelled: threading
             return Outcome("cancelled", invocation, polls)
         try:  # a poll never holds the call past its wait
             invocation, retry_after = gateway.get_invocation(
-                invocation["invocation_id"], timeout=max(MIN_POLL_TIMEOUT_S, started + max_wait - clock()))
+                invocation.id, timeout=max(MIN_POLL_TIMEOUT_S, started + max_wait - clock()))
             failures, answered = 0, True
         except GatewayError as exc:
             failures, answered = failures + 1, False
             if not exc.transient or failures >= MAX_POLL_FAILURES:
-                raise exc.about(invocation.get("invocation_id")) from exc  # the work exists upstream: say which
+                raise exc.about(invocation.id) from exc  # the work exists upstream: say which
             retry_after = exc.retry_after
-            log.bind(invocation_id=invocation.get("invocation_id"), status=exc.status,
-                     error=exc.message).warning("invocation.poll_failed")
+            log.bind(invocation_id=invocation.id, status=exc.status, error=exc.message).warning("invocation.poll_failed")
         polls += 1
 
 
-def _observable(invocation: dict[str, Any]) -> tuple[Any, ...]:
+def _observable(invocation: Invocation) -> tuple[Any, ...]:
     """The parts of an invocation a client is told about when they change."""
-    return (invocation.get("status"), invocation.get("status_detail"), invocation.get("model_state"),
-            repr(invocation.get("progress")))
+    return invocation.status, invocation.detail, invocation.model_state, invocation.fraction, invocation.step
 
 
 def cancel_upstream(gateway: Gateway, invocation_id: str) -> None:
@@ -155,43 +164,28 @@ class ProgressTracker:
         self.value = 0.0
         self.events = 0
 
-    def advance(self, invocation: dict[str, Any]) -> tuple[float, float, str]:
+    def advance(self, update: Update) -> tuple[float, float, str]:
         self.events += 1
-        fraction = _fraction(invocation.get("progress"))
-        if invocation.get("status") == "running" and fraction is not None:
+        fraction = update.fraction if isinstance(update, Invocation) and update.status == "running" else None
+        if fraction is not None:
             target = self.QUEUED_SHARE + (100.0 - self.QUEUED_SHARE - 1.0) * fraction
         else:  # creep towards the end of the queued share, never reaching it
             target = self.QUEUED_SHARE * (1 - 0.5 ** self.events)
         self.value = round(max(target, self.value + 0.01), 2)
-        return self.value, 100.0, status_message(invocation)
+        return self.value, 100.0, status_message(update)
 
 
-def progress_percent(invocation: dict[str, Any]) -> float | None:
+def progress_percent(invocation: Invocation) -> float | None:
     """How far the work says it is, in percent, when it says so."""
-    fraction = _fraction(invocation.get("progress"))
-    return None if fraction is None else round(fraction * 100, 1)
+    return None if invocation.fraction is None else round(invocation.fraction * 100, 1)
 
 
-def _fraction(progress: Any) -> float | None:
-    if not isinstance(progress, dict):
-        return None
-    done, total = progress.get("progress"), progress.get("total")
-    if isinstance(done, (int, float)) and isinstance(total, (int, float)) and total > 0:
-        return max(0.0, min(1.0, done / total))
-    return None
-
-
-def status_message(invocation: dict[str, Any]) -> str:
-    """A short human sentence for where the invocation stands."""
-    status = invocation.get("status", "working")
-    detail = invocation.get("status_detail")
-    progress = invocation.get("progress")
-    if isinstance(progress, dict) and isinstance(progress.get("message"), str):
-        return progress["message"]
-    if invocation.get("model_state") == "cold":
-        return f"loading model (cold start){': ' + detail if detail else '…'}"
-    if isinstance(detail, str) and detail:
-        return f"{status}: {detail}"
-    if status == "submitted":
-        return f"starting {invocation.get('action_slug', 'the action')}…"
-    return f"{status}…"
+def status_message(update: Update) -> str:
+    """A short human sentence for where the work stands."""
+    if isinstance(update, Submitted):
+        return f"starting {update.slug}…"
+    if update.step is not None:
+        return update.step
+    if update.model_state == "cold":
+        return f"loading model (cold start){': ' + update.detail if update.detail else '…'}"
+    return f"{update.status}: {update.detail}" if update.detail else f"{update.status}…"

@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from .gateway import GatewayError
+from .gateway_answers import Invocation
 from .invocation import progress_percent, status_message
 from .logs import log
 from .revisions import revision
@@ -29,7 +30,7 @@ def error_result(message: str) -> dict[str, Any]:
     return {"content": [text(message)], "isError": True}
 
 
-def continuation_result(invocation: dict[str, Any], tool_name: str, next_call: dict[str, Any],
+def continuation_result(invocation: Invocation, tool_name: str, next_call: dict[str, Any],
                         checked: bool) -> dict[str, Any]:
     """The answer when the work outlives the wait (its host's deadline is near, or the wait ran
     out): not a failure. It says where the work stands and names the exact call that gets the
@@ -40,13 +41,13 @@ def continuation_result(invocation: dict[str, Any], tool_name: str, next_call: d
     """
     percent = progress_percent(invocation)
     where = status_message(invocation) + (f", {percent:g} %" if percent is not None else "")
-    invocation_id = invocation.get("invocation_id")
+    invocation_id = invocation.id
     arguments = json.dumps(next_call["arguments"], ensure_ascii=False)
     result: dict[str, Any] = {
         "content": [text(f"ColabHive is still working on {tool_name!r} (invocation {invocation_id}: {where}). "
                          f"This is not a failure: the work goes on. To get its result, call {next_call['tool']} "
                          f"with {arguments}; it returns the result as {tool_name!r} would have.")],
-        "_meta": {CONTINUATION: {**next_call, "invocation_id": invocation_id, "status": invocation.get("status"),
+        "_meta": {CONTINUATION: {**next_call, "invocation_id": invocation_id, "status": invocation.status,
                                  "progress": percent}}}
     if checked:
         result["isError"] = True
@@ -60,16 +61,15 @@ def unknown_result(tool_name: str, invocation_id: str | None, why: str, hint: st
                         f"state is unknown: it may still be running, or have finished; do not run it again. {hint}")
 
 
-def tool_result(invocation: dict[str, Any], tool_name: str, version: str,
+def tool_result(invocation: Invocation, tool_name: str, version: str,
                 output_check: Check | None = None) -> dict[str, Any]:
     """The ``CallToolResult`` for a terminal invocation, as ``version`` can carry it."""
-    status = invocation.get("status")
-    if status in ("succeeded", "completed"):
-        result = success_result(invocation.get("result"), output_check, tool_name)
-    elif status == "cancelled":
+    if invocation.succeeded:
+        result = success_result(invocation.result, output_check, tool_name)
+    elif invocation.status == "cancelled":
         result = error_result(f"Tool {tool_name!r} was cancelled before it finished.")
     else:
-        result = error_result(f"Tool {tool_name!r} failed: {failure_message(invocation.get('error'))}")
+        result = error_result(f"Tool {tool_name!r} failed: {failure_message(invocation.error)}")
     return for_version(result, version)
 
 
@@ -170,7 +170,7 @@ def fit(result: dict[str, Any], max_text_chars: int, max_image_bytes: int) -> di
     return {**result, "content": blocks}
 
 
-def failure_message(error: Any) -> str:
+def failure_message(error: str | dict[str, Any] | None) -> str:
     """A readable sentence from the gateway's ``error`` field (text or ``{code, message}``)."""
     if isinstance(error, str) and error:
         return error

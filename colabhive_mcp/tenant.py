@@ -17,6 +17,7 @@ from .errors import INVALID_PARAMS, ColabHiveError
 from .builtin_tools import ENTRIES as BUILTINS
 from .calls import CallOptions, ToolCall
 from .gateway import Gateway, GatewayError
+from .gateway_answers import Invocation
 from .keys import ApiKey, KeyRejected
 from .invocation import Backoff, follow
 from .instance import Instance
@@ -144,7 +145,7 @@ class Tenant:
 
     # -- work the caller follows itself (tasks) ----------------------------------------------------
 
-    def start(self, tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
+    def start(self, tool: Tool, arguments: dict[str, Any]) -> Invocation:
         """Start the tool's work without waiting for it; the invocation. It counts against the key's
         limits as a call does (started this minute, and running until the work ends upstream, which
         a thread of this process follows for as long as the tool's call would wait). Raises
@@ -163,7 +164,7 @@ class Tenant:
                          name="mcp-task-place", daemon=True).start()
         return invocation
 
-    def _hold_while_running(self, invocation: dict[str, Any], place: contextlib.ExitStack, max_wait: float) -> None:
+    def _hold_while_running(self, invocation: Invocation, place: contextlib.ExitStack, max_wait: float) -> None:
         """Give the task's place back once its work ends upstream (or stops answering, or outlives
         ``max_wait``)."""
         with place:
@@ -172,7 +173,7 @@ class Tenant:
             except (GatewayError, KeyRejected):
                 pass
 
-    def invocation(self, invocation_id: str) -> dict[str, Any] | None:
+    def invocation(self, invocation_id: str) -> Invocation | None:
         """The invocation as it stands; ``None`` when this key cannot see it. Raises :class:`Unreachable`."""
         try:
             return self.gateway.get_invocation(invocation_id)[0]
@@ -181,7 +182,7 @@ class Tenant:
                 return None
             raise Unreachable.of(exc, f"cannot reach ColabHive: {exc.message}") from exc
 
-    def wait(self, invocation: dict[str, Any], cancelled: threading.Event, max_wait: float) -> dict[str, Any] | None:
+    def wait(self, invocation: Invocation, cancelled: threading.Event, max_wait: float) -> Invocation | None:
         """Follow the work until it is terminal (then the invocation), or ``None`` when the wait ends
         first: the work itself goes on. Raises :class:`Unreachable`."""
         try:
@@ -190,7 +191,7 @@ class Tenant:
             raise Unreachable.of(exc, exc.message) from exc
         return outcome.invocation if outcome.state == "done" else None
 
-    def stop(self, invocation_id: str) -> dict[str, Any] | None:
+    def stop(self, invocation_id: str) -> Invocation | None:
         """Ask the gateway to stop the work: the invocation as it then stands (``None``: the gateway
         has no cancel route). Raises :class:`Unreachable`."""
         try:

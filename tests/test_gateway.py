@@ -12,6 +12,7 @@ from responses import matchers
 
 from colabhive_mcp.encoding import too_deep
 from colabhive_mcp.gateway import Gateway, GatewayError
+from colabhive_mcp.gateway_answers import Invocation
 from colabhive_mcp.keys import ApiKey, KeyRejected
 from colabhive_mcp.sandbox import DEMO_KEY
 
@@ -166,7 +167,7 @@ def test_gets_are_retried_on_503_and_connection_errors(gateway):
     responses.get(url, body=requests.ConnectionError("reset by peer"))
     responses.get(url, json=invocation("running"), headers={"Retry-After": "2"})
     inv, retry_after = gateway.get_invocation("inv_1")
-    assert inv["status"] == "running" and retry_after == 2.0
+    assert inv.status == "running" and retry_after == 2.0
     assert len(responses.calls) == 3
 
 
@@ -193,7 +194,7 @@ def test_invoke_retry_reuses_the_idempotency_key(gateway):
     responses.post(url, json=invocation(result="hi"), match=[
         matchers.json_params_matcher({"input": {"text": "hi"}, "sync": True, "sync_timeout_s": 2})])
     result = gateway.invoke("echo", {"text": "hi"}, sync_timeout_s=2, idempotency_key="idem-1")
-    assert result["result"] == "hi"
+    assert result.result == "hi"
     keys = [c.request.headers["Idempotency-Key"] for c in responses.calls]
     assert keys == ["idem-1", "idem-1"]
 
@@ -233,14 +234,32 @@ def test_cancel_without_a_route_is_none(gateway):
     responses.post(BASE + "/invocations/inv_1:cancel", status=405)
     assert gateway.cancel("inv_1") is None
     responses.replace(responses.POST, BASE + "/invocations/inv_1:cancel", json=invocation("cancelled"))
-    assert gateway.cancel("inv_1")["status"] == "cancelled"
+    assert gateway.cancel("inv_1").status == "cancelled"
+
+
+@pytest.mark.parametrize("body,problem,named", [
+    ({"hello": "world"}, "no 'status'", None),
+    (["not", "an", "object"], "no 'status'", None),
+    ({"status": "running", "invocation_id": 7}, "no 'invocation_id'", None),
+    (invocation("paused"), "unknown status 'paused'", "inv_1"),  # not the contract's: the work is named
+])
+@responses.activate
+def test_an_answer_that_is_not_an_invocation_is_an_error(gateway, body, problem, named):
+    responses.get(BASE + "/invocations/inv_1", json=body)
+    with pytest.raises(GatewayError) as caught:
+        gateway.get_invocation("inv_1")
+    assert caught.value.message == f"the gateway's answer is not an invocation ({problem})"
+    assert caught.value.garbled and caught.value.invocation_id == named
 
 
 @responses.activate
-def test_an_answer_that_is_not_an_invocation_is_an_error(gateway):
-    responses.get(BASE + "/invocations/inv_1", json={"hello": "world"})
-    with pytest.raises(GatewayError, match="not an invocation"):
-        gateway.get_invocation("inv_1")
+def test_an_invocation_keeps_the_contract_s_fields_and_drops_what_it_cannot_read(gateway):
+    responses.get(BASE + "/invocations/inv_1", json=invocation(
+        "running", status_detail=3, model_state="cold", progress={"progress": 6, "total": 4, "message": "step 4 of 4"},
+        error=["odd"], updated_at="2026-01-01T00:00:00Z", metrics={"ms": 1}, poll_url="/elsewhere", future="x"))
+    assert gateway.get_invocation("inv_1")[0] == Invocation(
+        "inv_1", "running", slug="echo", model_state="cold", fraction=1.0, step="step 4 of 4",
+        updated_at="2026-01-01T00:00:00Z")
 
 
 @responses.activate

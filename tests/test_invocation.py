@@ -6,7 +6,8 @@ import time
 import pytest
 
 from colabhive_mcp.gateway import GatewayError
-from colabhive_mcp.invocation import Backoff, ProgressTracker, cancel_upstream, run, status_message
+from colabhive_mcp.gateway_answers import Invocation
+from colabhive_mcp.invocation import Backoff, ProgressTracker, Submitted, cancel_upstream, run, status_message
 
 FAST = Backoff(initial=0.01, maximum=0.02, jitter=0.0)
 
@@ -32,14 +33,14 @@ class ScriptedGateway:
 
     def cancel(self, invocation_id):
         self.cancels.append(invocation_id)
-        return {"invocation_id": invocation_id, "status": "cancelled"}
+        return Invocation(invocation_id, "cancelled")
 
     def _next(self):
         return self.states.pop(0) if len(self.states) > 1 else self.states[0]
 
 
 def inv(status, **extra):
-    return {"invocation_id": "inv_1", "status": status, **extra}
+    return Invocation.of({"invocation_id": "inv_1", "status": status, **extra})
 
 
 def test_a_terminal_invoke_answer_needs_no_poll():
@@ -56,7 +57,8 @@ def test_queued_work_is_polled_until_terminal_and_each_change_is_reported():
     updates = []
     outcome = run(gateway, "s", {}, cancelled=threading.Event(), on_update=updates.append, backoff=FAST)
     assert outcome.state == "done" and outcome.polls == 4
-    assert [u["status"] for u in updates] == ["submitted", "queued", "running", "running"]  # a repeat is no news
+    assert updates[0] == Submitted("s")
+    assert [u.status for u in updates[1:]] == ["queued", "running", "running"]  # a repeat is no news
 
 
 def test_max_wait_returns_the_pending_invocation():
@@ -122,7 +124,7 @@ def test_transient_poll_failures_are_tolerated_but_not_forever():
     with pytest.raises(GatewayError) as failed:
         run(dead, "s", {}, cancelled=threading.Event(), backoff=FAST)
     assert len(dead.polls) == 3
-    assert failed.value.invocation_id == inv("queued")["invocation_id"] and failed.value.message == unreachable.message
+    assert failed.value.invocation_id == inv("queued").id and failed.value.message == unreachable.message
     assert unreachable.invocation_id is None  # the gateway's own error is never changed in flight
     gone = ScriptedGateway(inv("queued"), GatewayError("404 not found", 404))
     with pytest.raises(GatewayError):
@@ -136,7 +138,7 @@ def test_a_call_that_loses_the_gateway_after_its_invoke_names_its_invocation():
     lost = ScriptedGateway(inv("queued"), GatewayError("cannot reach the gateway"))
     with pytest.raises(GatewayError) as raised:
         run(lost, "s", {}, cancelled=threading.Event(), backoff=FAST)
-    assert raised.value.invocation_id == inv("queued")["invocation_id"]
+    assert raised.value.invocation_id == inv("queued").id
 
 
 def test_a_retry_after_hint_is_spread_upward_so_waiting_calls_do_not_poll_in_lockstep():
@@ -169,6 +171,7 @@ def test_progress_only_ever_grows_and_says_something_human():
 def test_status_messages():
     assert status_message(inv("queued", status_detail="waiting for a GPU")) == "queued: waiting for a GPU"
     assert status_message(inv("running")) == "running…"
+    assert status_message(Submitted("echo")) == "starting echo…"
 
 
 def test_a_heartbeat_keeps_reporting_when_nothing_changes():

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from colabhive_mcp.gateway_answers import Invocation
 from colabhive_mcp.results import failure_message, for_version, tool_result
 from colabhive_mcp.schemas import Check
 
@@ -12,7 +13,7 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
 
 
 def done(result, status="succeeded"):
-    return {"invocation_id": "inv_1", "status": status, "result": result}
+    return Invocation.of({"invocation_id": "inv_1", "status": status, "result": result})
 
 
 @pytest.mark.parametrize("result,expected_text", [
@@ -85,13 +86,13 @@ def test_results_are_fitted_to_the_client_budget():
     (None, "the action failed without saying why"),
 ])
 def test_failures_are_readable_error_results(error, expected):
-    result = tool_result({"status": "failed", "error": error}, "t", "2025-11-25")
+    result = tool_result(Invocation.of({"invocation_id": "inv_1", "status": "failed", "error": error}), "t", "2025-11-25")
     assert result["isError"] is True and expected in result["content"][0]["text"]
     assert failure_message(error) == expected
 
 
 def test_cancelled_is_an_error_result():
-    result = tool_result({"status": "cancelled"}, "t", "2025-11-25")
+    result = tool_result(Invocation("inv_1", "cancelled"), "t", "2025-11-25")
     assert result["isError"] is True and "cancelled" in result["content"][0]["text"]
 
 

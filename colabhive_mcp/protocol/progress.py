@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..invocation import ProgressTracker, status_message
+from ..invocation import ProgressTracker, Update, status_message
 from ..revisions import revision
 from .request import Request
 
 
-def reporter(request: Request) -> Callable[[dict[str, Any]], None] | None:
+def reporter(request: Request) -> Callable[[Update], None] | None:
     """Turn invocation updates into progress notifications and/or log messages for this request."""
     token = request.progress_token
     if token is None and not request.wants_log("info"):
@@ -18,8 +18,8 @@ def reporter(request: Request) -> Callable[[dict[str, Any]], None] | None:
     tracker = ProgressTracker()
     with_message = revision(request.version).progress_message
 
-    def report(invocation: dict[str, Any]) -> None:
-        value, total, message = tracker.advance(invocation)
+    def report(update: Update) -> None:
+        value, total, message = tracker.advance(update)
         if token is not None:
             params: dict[str, Any] = {"progressToken": token, "progress": value, "total": total}
             if with_message:
@@ -27,6 +27,6 @@ def reporter(request: Request) -> Callable[[dict[str, Any]], None] | None:
             request.send("notifications/progress", params)
         if request.wants_log("info"):
             request.send("notifications/message", {"level": "info", "logger": "colabhive",
-                                                   "data": f"{request.params.get('name')}: {status_message(invocation)}"})
+                                                   "data": f"{request.params.get('name')}: {status_message(update)}"})
 
     return report

@@ -17,7 +17,8 @@ from datetime import datetime
 from typing import Any
 
 from .. import results
-from ..invocation import is_terminal, status_message
+from ..gateway_answers import Invocation, Status
+from ..invocation import status_message
 from ..limits import LimitReached
 from ..logs import log
 from ..tenant import Unreachable
@@ -31,8 +32,8 @@ from .task_ids import TTL_MS, TaskRef, now
 EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 POLL_INTERVAL_MS = 2_000
-STATUS = {"queued": "working", "running": "working", "submitted": "working", "succeeded": "completed",
-          "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
+STATUS: dict[Status, str] = {"queued": "working", "running": "working", "succeeded": "completed",
+                             "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
 
 
 def wanted(request: Request) -> bool:
@@ -52,7 +53,7 @@ def create(context: Context, request: Request, tool: Tool, arguments: dict[str, 
         invocation = request.tenant.start(tool, arguments)
     except (Unreachable, LimitReached) as exc:
         return results.error_result(str(exc))
-    ref = context.task_ids.issue(request.tenant.binding, invocation["invocation_id"], tool)
+    ref = context.task_ids.issue(request.tenant.binding, invocation.id, tool)
     fields = task_fields(ref, invocation)
     log.bind(tool=tool.name, slug=tool.slug, tenant=request.tenant.key_id, invocation_id=ref.invocation_id,
              era="modern" if request.modern else "legacy").info("mcp.task.created")
@@ -79,7 +80,7 @@ def result(context: Context, request: Request) -> dict[str, Any]:
     try:
         invocation = request.tenant.wait(_fetch(request, ref), request.cancelled, context.config.stream_max_age)
     except Unreachable as exc:
-        invocation = {"status": "failed", "error": str(exc)}
+        invocation = Invocation(ref.invocation_id, "failed", error=str(exc))
     if invocation is None:
         raise JsonRpcError(INTERNAL_ERROR, "Stopped waiting before the task finished (the wait reached its "
                            "limit, or the server is restarting); the task is still running: call tasks/result again")
@@ -90,7 +91,7 @@ def result(context: Context, request: Request) -> dict[str, Any]:
 
 def cancel(context: Context, request: Request) -> dict[str, Any]:
     ref = _task(context, request)
-    if not request.modern and is_terminal(_fetch(request, ref)):
+    if not request.modern and _fetch(request, ref).terminal:
         raise JsonRpcError(INVALID_PARAMS, "Cannot cancel a task that has already finished")
     try:
         invocation = request.tenant.stop(ref.invocation_id) or _fetch(request, ref)
@@ -104,27 +105,27 @@ def update(context: Context, request: Request) -> dict[str, Any]:
     return {}  # no task of ours ever waits for input
 
 
-def task_fields(ref: TaskRef, invocation: dict[str, Any], status: str | None = None) -> dict[str, Any]:
+def task_fields(ref: TaskRef, invocation: Invocation, status: str | None = None) -> dict[str, Any]:
     """The ``Task`` object (2025-11-25 field names) for where the invocation stands."""
-    fields = {"taskId": ref.task_id, "status": status or STATUS.get(str(invocation.get("status")), "working"),
-              "createdAt": ref.created, "lastUpdatedAt": _updated(ref.created, invocation.get("updated_at")),
+    fields = {"taskId": ref.task_id, "status": status or STATUS[invocation.status],
+              "createdAt": ref.created, "lastUpdatedAt": _updated(ref.created, invocation.updated_at),
               "ttl": TTL_MS, "pollInterval": POLL_INTERVAL_MS}
     if fields["status"] == "working":
         fields["statusMessage"] = status_message(invocation)
     elif fields["status"] == "failed":
-        fields["statusMessage"] = results.failure_message(invocation.get("error"))
+        fields["statusMessage"] = results.failure_message(invocation.error)
     return fields
 
 
-def _updated(created: str, updated: Any) -> str:
+def _updated(created: str, updated: str | None) -> str:
     """When the task last changed: the gateway's time, but never before the task was created (the
     two clocks differ, and the task is created after its invocation)."""
-    try:
-        if datetime.fromisoformat(updated) >= datetime.fromisoformat(created):
-            return updated
-    except (TypeError, ValueError):  # absent, or not a time: now is as good as the gateway's
-        return now()
-    return created
+    if updated is not None:
+        try:
+            return updated if datetime.fromisoformat(updated) >= datetime.fromisoformat(created) else created
+        except (TypeError, ValueError):  # not a time (or one with a zone against one without)
+            pass
+    return now()  # absent, or not a time: now is as good as the gateway's
 
 
 def modern_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -155,7 +156,7 @@ def _task(context: Context, request: Request) -> TaskRef:
     return context.task_ids.find(request.tenant.binding, request.params.get("taskId"))
 
 
-def _fetch(request: Request, ref: TaskRef) -> dict[str, Any]:
+def _fetch(request: Request, ref: TaskRef) -> Invocation:
     try:
         invocation = request.tenant.invocation(ref.invocation_id)
     except Unreachable as exc:
@@ -165,7 +166,7 @@ def _fetch(request: Request, ref: TaskRef) -> dict[str, Any]:
     return invocation
 
 
-def _outcome(request: Request, ref: TaskRef, invocation: dict[str, Any]) -> dict[str, Any]:
+def _outcome(request: Request, ref: TaskRef, invocation: Invocation) -> dict[str, Any]:
     """The ``CallToolResult`` of a terminal invocation, as the tool would have answered."""
     tool = request.tenant.catalog().by_slug.get(ref.slug)
     return results.tool_result(invocation, ref.tool, request.version, tool.output_check if tool else None)
