@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal
 
 from .encoding import too_deep
 from .errors import ColabHiveError
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 READ_CHUNK = 256 * 1024
 
 Status = Literal["queued", "running", "succeeded", "completed", "failed", "cancelled"]
-STATUSES = frozenset(get_args(Status))
 TERMINAL = frozenset({"succeeded", "completed", "failed", "cancelled"})
 
 
@@ -78,7 +77,7 @@ class Invocation:
     read, each checked as it is read (:meth:`of`); the gateway's other fields are not kept."""
 
     id: str  # the gateway's name for the work ("invocation_id")
-    status: Status
+    status: Status | str  # one of the contract's; any other a gateway sends is read as still working
     slug: str | None = None  # the action's ("action_slug")
     detail: str | None = None  # "status_detail": "loading weights"
     model_state: str | None = None  # "cold" or "warm"
@@ -91,18 +90,17 @@ class Invocation:
     @classmethod
     def of(cls, body: Any) -> Invocation:
         """The invocation a JSON body describes. Raises :class:`ValueError` saying what is missing
-        (a status of the contract, the id); a field of the wrong type is as good as absent."""
+        (a status, the id); a field of the wrong type is as good as absent. A status the contract does
+        not name (a gateway newer than it) is kept, and is not terminal: the work is followed on."""
         if not isinstance(body, dict) or not isinstance(body.get("status"), str):
             raise ValueError("no 'status'")
         status, name, progress = body["status"], body.get("invocation_id"), body.get("progress")
-        if status not in STATUSES:
-            raise ValueError(f"unknown status {status!r}")
         if not isinstance(name, str) or not name:
             raise ValueError("no 'invocation_id'")
         if not isinstance(progress, dict):
             progress = {}
         error = body.get("error")
-        return cls(name, cast(Status, status), slug=_text(body.get("action_slug")),
+        return cls(name, status, slug=_text(body.get("action_slug")),
                    detail=_text(body.get("status_detail")), model_state=_text(body.get("model_state")),
                    fraction=_fraction(progress.get("progress"), progress.get("total")),
                    step=_text(progress.get("message")), result=body.get("result"),

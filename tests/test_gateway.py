@@ -241,7 +241,6 @@ def test_cancel_without_a_route_is_none(gateway):
     ({"hello": "world"}, "no 'status'", None),
     (["not", "an", "object"], "no 'status'", None),
     ({"status": "running", "invocation_id": 7}, "no 'invocation_id'", None),
-    (invocation("paused"), "unknown status 'paused'", "inv_1"),  # not the contract's: the work is named
 ])
 @responses.activate
 def test_an_answer_that_is_not_an_invocation_is_an_error(gateway, body, problem, named):

@@ -51,6 +51,15 @@ def test_a_terminal_invoke_answer_needs_no_poll():
     assert kwargs["sync"] is True
 
 
+def test_a_status_the_contract_does_not_name_is_followed_on_as_work_in_progress():
+    """A gateway newer than the contract may name more states; the call is not failed for it."""
+    gateway = ScriptedGateway(inv("warming"), inv("warming", status_detail="pulling image"), inv("succeeded", result="x"))
+    updates = []
+    outcome = run(gateway, "s", {}, cancelled=threading.Event(), on_update=updates.append, backoff=FAST)
+    assert outcome.state == "done" and outcome.invocation.result == "x" and outcome.polls == 2
+    assert "warming: pulling image" in [status_message(u) for u in updates]
+
+
 def test_queued_work_is_polled_until_terminal_and_each_change_is_reported():
     gateway = ScriptedGateway(inv("queued"), inv("queued"), inv("running", progress={"progress": 1, "total": 2}),
                               inv("running", progress={"progress": 2, "total": 2}), inv("succeeded", result="x"))

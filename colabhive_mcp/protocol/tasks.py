@@ -32,8 +32,8 @@ from .task_ids import TTL_MS, TaskRef, now
 EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 POLL_INTERVAL_MS = 2_000
-STATUS: dict[Status, str] = {"queued": "working", "running": "working", "succeeded": "completed",
-                             "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
+STATUS: dict[Status | str, str] = {"succeeded": "completed", "completed": "completed", "failed": "failed",
+                                   "cancelled": "cancelled"}  # any other: "working"
 
 
 def wanted(request: Request) -> bool:
@@ -107,7 +107,7 @@ def update(context: Context, request: Request) -> dict[str, Any]:
 
 def task_fields(ref: TaskRef, invocation: Invocation, status: str | None = None) -> dict[str, Any]:
     """The ``Task`` object (2025-11-25 field names) for where the invocation stands."""
-    fields = {"taskId": ref.task_id, "status": status or STATUS[invocation.status],
+    fields = {"taskId": ref.task_id, "status": status or STATUS.get(invocation.status, "working"),
               "createdAt": ref.created, "lastUpdatedAt": _updated(ref.created, invocation.updated_at),
               "ttl": TTL_MS, "pollInterval": POLL_INTERVAL_MS}
     if fields["status"] == "working":
