@@ -71,9 +71,9 @@ def test_ts_host_over_stdio_that_times_out_and_retries_gets_the_result_of_one_in
 
 def test_ts_host_over_stdio_follows_the_continuation_when_the_server_knows_its_cutoff(ts_host, sandbox, journal):
     lines = ts_host({**stdio_scenario(sandbox, "--host-deadline", str(CUTOFF_MS / 1000)), **cold_job()})
-    assert not [line for line in lines[:-1] if "error" in line], lines  # answered before every cutoff
+    # answered before every cutoff, as the host itself judged it (its own timer, not this machine's speed)
+    assert not [line for line in lines[:-1] if "error" in line], lines
     assert [line for line in lines if line.get("continuation")], lines
-    assert all(line["ms"] < CUTOFF_MS for line in lines[:-1])
     assert_the_result_reached_the_host_once(lines, journal)
 
 
@@ -85,7 +85,8 @@ def test_ts_host_over_http_that_times_out_and_retries_gets_the_result_of_one_inv
 
 def test_ts_host_over_http_follows_the_continuation_when_the_server_knows_its_cutoff(ts_host, knowing, journal):
     lines = ts_host({**http_scenario(knowing), **cold_job()})
-    assert [line for line in lines if line.get("continuation")] and all(line["ms"] < CUTOFF_MS for line in lines[:-1])
+    assert [line for line in lines if line.get("continuation")], lines
+    assert not [line for line in lines[:-1] if "error" in line], lines  # the host never gave up on a call
     assert_the_result_reached_the_host_once(lines, journal)
 
 
