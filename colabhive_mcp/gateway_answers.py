@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from .encoding import too_deep
 from .errors import ColabHiveError
@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 READ_CHUNK = 256 * 1024
 
-Status = Literal["queued", "running", "succeeded", "completed", "failed", "cancelled"]
+# The contract's states: queued, running, succeeded (= completed), failed, cancelled. A state it
+# does not name (a gateway newer than it) is kept as sent, and read as still working.
 TERMINAL = frozenset({"succeeded", "completed", "failed", "cancelled"})
 
 
@@ -76,8 +77,8 @@ class Invocation:
     """An invocation as the gateway last described it: the fields of the contract its consumers
     read, each checked as it is read (:meth:`of`); the gateway's other fields are not kept."""
 
-    id: str  # the gateway's name for the work ("invocation_id")
-    status: Status | str  # one of the contract's; any other a gateway sends is read as still working
+    id: str  # the gateway's name for the work ("invocation_id"): the contract gives every invocation one
+    status: str  # "queued", "running", "succeeded", "completed", "failed", "cancelled", or a newer state
     slug: str | None = None  # the action's ("action_slug")
     detail: str | None = None  # "status_detail": "loading weights"
     model_state: str | None = None  # "cold" or "warm"

@@ -110,8 +110,8 @@ def test_a_key_is_admitted_only_when_the_gateway_says_yes(gateway_sandbox, sandb
 
 
 def test_ping_notifications_and_delete_never_wait_for_the_gateway(gateway_sandbox, sandbox):
-    """An established session's ping, notifications and DELETE are answered at once while the
-    gateway's manifest route hangs, though the worker no longer holds the key's tenant."""
+    """An established session's ping, notifications, malformed messages and DELETE are answered at
+    once while the gateway's manifest route hangs, though the worker no longer holds the key's tenant."""
     with server(gateway_sandbox.url, "--http-workers", "1", pool_size=1, manifest_ttl=0) as one:
         session = initialize(one.url)
         assert post(one.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -125,6 +125,8 @@ def test_ping_notifications_and_delete_never_wait_for_the_gateway(gateway_sandbo
                 note = post(one.url, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {
                     "requestId": 99}}, **{"Mcp-Session-Id": session})
                 assert (ping.status_code, ping.json()["result"], note.status_code) == (200, {}, 202)
+                odd = post(one.url, {"jsonrpc": "2.0", "id": 7}, **{"Mcp-Session-Id": session})  # no method
+                assert (odd.status_code, odd.json()["error"]["code"]) == (400, -32600)
             assert requests.delete(one.url, timeout=30, headers={
                 "Authorization": f"Bearer {DEMO_KEY}", "Mcp-Session-Id": session}).status_code == 204
             assert time.monotonic() - started < 2

@@ -363,6 +363,11 @@ def test_a_key_revoked_mid_session_on_the_2024_11_05_transport_is_told_so(one_wo
                 "name": "echo", "arguments": {"text": "no"}}}, key).status_code == 202
             answer = next(answers)
             assert answer["id"] == id_ and answer["error"]["code"] == -31401, answer
+        batch = [{"jsonrpc": "2.0", "id": 7, "method": "tools/list"}, {"jsonrpc": "2.0", "method": "notifications/x"},
+                 {"jsonrpc": "2.0", "id": 8, "method": "ping"}]
+        assert post(messages, batch, key).status_code == 202
+        answer = next(answers)  # each request of a batch is told, under its id (it used to get no answer at all)
+        assert [(a["id"], a["error"]["code"]) for a in answer] == [(7, -31401), (8, -31401)], answer
     assert "http.internal_error" not in "\n".join(one_worker.lines[mark:])
 
 

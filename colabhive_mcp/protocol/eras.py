@@ -8,7 +8,7 @@ what each revision can carry is in :mod:`colabhive_mcp.revisions`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from ..revisions import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS
 from .jsonrpc import INVALID_PARAMS, META_VERSION, UNSUPPORTED_PROTOCOL_VERSION, JsonRpcError
@@ -23,7 +23,7 @@ META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
-def envelope_error(meta: dict[str, Any]) -> JsonRpcError | None:
+def envelope_error(meta: Mapping[str, Any]) -> JsonRpcError | None:
     """What is wrong with a 2026 request's ``params._meta`` (a malformed request: over HTTP, a 400),
     or ``None``.
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import math
 import secrets
-from dataclasses import dataclass, field
-from typing import Any, TypeGuard, Union
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, ClassVar, Mapping, TypeGuard, Union
 
 from ..encoding import PARSE_DEPTH, EncodedList, to_json, too_deep
 from .. import errors
@@ -113,6 +114,7 @@ def encode(message: Any) -> bytes:
 
 
 RequestId = Union[str, int]
+NO_META: Mapping[str, Any] = MappingProxyType({})  # what a frame without params has for _meta
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +140,7 @@ class NotificationFrame:
     meta: dict[str, Any]
     modern: bool
     raw: dict[str, Any]
-    id: None = None
+    id: ClassVar[None] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +150,9 @@ class ResponseFrame:
     id: RequestId | None
     result: Any  # None when it is an error
     raw: dict[str, Any]
-    method: None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    modern: bool = False
+    method: ClassVar[None] = None
+    meta: ClassVar[Mapping[str, Any]] = NO_META
+    modern: ClassVar[bool] = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,10 +175,10 @@ class BatchFrame:
 
     frames: tuple[Single, ...]
     raw: list[Any]
-    method: None = None
-    id: None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    modern: bool = False
+    method: ClassVar[None] = None
+    id: ClassVar[None] = None
+    meta: ClassVar[Mapping[str, Any]] = NO_META
+    modern: ClassVar[bool] = False  # each member says its own era (a 2026 request is never batched)
 
 
 Single = Union[RequestFrame, NotificationFrame, ResponseFrame, InvalidFrame]  # one message
@@ -261,23 +263,33 @@ def notification(method: str, params: dict[str, Any] | None = None) -> dict[str,
     return {"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})}
 
 
-def result(id_: Any, value: dict[str, Any]) -> dict[str, Any]:
+def result(id_: RequestId, value: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id_, "result": value}
 
 
-def error(id_: Any, exc: JsonRpcError) -> dict[str, Any]:
+def error(id_: RequestId | None, exc: JsonRpcError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id_, "error": exc.to_dict()}
 
 
-def internal_error(frame: Frame) -> dict[str, Any] | None:
-    """The answer to a frame whose handling failed unexpectedly: ``-32603`` for a request (with its
-    id) or a batch, nothing for what is never answered (a notification, a response)."""
-    if isinstance(frame, (NotificationFrame, ResponseFrame)) or (isinstance(frame, InvalidFrame) and not frame.answered):
-        return None
-    return internal(frame.id)
+def refusal(frame: Frame, exc: JsonRpcError) -> dict[str, Any] | list[dict[str, Any]] | None:
+    """The answer a frame gets when it cannot be served: ``exc`` for each of its messages that awaits an
+    answer (a request, an invalid message that is not a notification), under its id; nothing when none
+    does."""
+    if isinstance(frame, BatchFrame):
+        return [error(member.id, exc) for member in frame.frames if _awaits_answer(member)] or None
+    return error(frame.id, exc) if _awaits_answer(frame) else None
 
 
-def internal(id_: Any) -> dict[str, Any]:
+def _awaits_answer(frame: Single) -> bool:
+    return isinstance(frame, RequestFrame) or (isinstance(frame, InvalidFrame) and frame.answered)
+
+
+def internal_error(frame: Frame) -> dict[str, Any] | list[dict[str, Any]] | None:
+    """The answer to a frame whose handling failed unexpectedly: ``-32603`` for each request."""
+    return refusal(frame, JsonRpcError(INTERNAL_ERROR, "Internal error"))
+
+
+def internal(id_: RequestId | None) -> dict[str, Any]:
     """``-32603`` for the request ``id_``, whose handling failed unexpectedly."""
     return error(id_, JsonRpcError(INTERNAL_ERROR, "Internal error"))
 

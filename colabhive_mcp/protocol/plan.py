@@ -28,7 +28,7 @@ _TIMED_OUT = re.compile(r"time[sd]?[\s_-]?out|timed out|-32001", re.IGNORECASE)
 @dataclass(frozen=True)
 class Plan:
     modern: bool = False  # a 2026-07-28 request: stateless, its routing headers checked against it
-    request: bool = False  # it is answered (a request, or an invalid message that had an id)
+    request: bool = False  # it is answered (a request, or an invalid message that is not a notification)
     opens: bool = False  # the legacy handshake's initialize: it opens a session
     notifies: bool = False  # notifications may come before its answer (progress, log messages)
     asks: bool = False  # a request of ours may come before its answer (a confirmation, legacy era)
@@ -36,7 +36,7 @@ class Plan:
     listens: bool = False  # a subscription: always streamed, ended at ``stream_max_age``
     long: bool = False  # it may hold its thread for long
     held: bool = False  # it stays open for as long as its client likes
-    light: bool = False  # a legacy notification, an answer to us or a ping: served without the gateway
+    light: bool = False  # a legacy notification, an answer to us, a ping or an invalid message: no gateway needed
     resumable: bool = False  # its session's revision lets a streamed answer be resumed (its events have ids)
     refusal: JsonRpcError | None = None  # a 2026 request's malformed envelope (answered before anything else)
     cancels: tuple[RequestId, Reason] | None = None  # the request a cancellation names, and why
@@ -58,7 +58,7 @@ def plan(frame: Frame, session: Session | None = None, confirm_policy: str = "of
         notifies=calls and ("progressToken" in frame.meta or logs), calls=calls,
         asks=calls and not frame.modern and may_ask(confirm_policy, capabilities),
         listens=method == LISTEN, long=method in LONG_METHODS, held=method in HELD_METHODS,
-        light=not frame.modern and (not request or method == "ping"),
+        light=not frame.modern and (not isinstance(frame, RequestFrame) or method == "ping"),
         resumable=session is not None and session.version is not None and revision(session.version).resumable,
         refusal=envelope_error(frame.meta) if frame.modern else None, cancels=cancelled_by(frame))
 

@@ -144,11 +144,11 @@ class Server:
             return self.handle_batch(frame, **context)
         return self.handle(frame, **context)
 
-    def cancel(self, session: Session, request_id: Any, reason: Reason | None = USER) -> None:
+    def cancel(self, session: Session, request_id: jsonrpc.RequestId, reason: Reason | None = USER) -> None:
         """Cancel an in-flight request, saying why (a cancellation that arrives first is remembered)."""
         self.context.inflight.cancel((session.id, request_id), reason)
 
-    def running(self, session_id: str, request_id: Any) -> bool:
+    def running(self, session_id: str, request_id: jsonrpc.RequestId) -> bool:
         """Whether the request runs in this process (a cancellation of it needs no relay)."""
         return self.context.inflight.running((session_id, request_id))
 
@@ -183,7 +183,8 @@ class Server:
             return {}
         assert tenant is not None, "a transport serves everything but notifications, answers and ping with a tenant"
         if frame.modern:
-            return self._modern(Request(frame, _modern_version(frame.meta), tenant, notify, cancelled,
+            version = _modern_version(frame.meta)  # its envelope holds, or its error is raised
+            return self._modern(Request(frame, version, tenant, notify, cancelled,
                                         capabilities=frame.meta[META_CAPABILITIES], narrow=narrow,
                                         profile=profiles.for_client(frame.meta.get(META_CLIENT_INFO), self.config),
                                         log_level=frame.meta.get(META_LOG_LEVEL)))

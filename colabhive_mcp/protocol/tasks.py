@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import results
-from ..gateway_answers import Invocation, Status
+from ..gateway_answers import Invocation
 from ..invocation import status_message
 from ..limits import LimitReached
 from ..logs import log
@@ -32,8 +32,8 @@ from .task_ids import TTL_MS, TaskRef, now
 EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 POLL_INTERVAL_MS = 2_000
-STATUS: dict[Status | str, str] = {"succeeded": "completed", "completed": "completed", "failed": "failed",
-                                   "cancelled": "cancelled"}  # any other: "working"
+# an invocation's terminal states as a task's (any other: "working")
+STATUS = {"succeeded": "completed", "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
 
 
 def wanted(request: Request) -> bool:

@@ -114,8 +114,11 @@ class StdioTransport:
         except JsonRpcError as exc:
             self.write(jsonrpc.error(None, exc))
             return
+        if isinstance(frame, BatchFrame):
+            self.workers.submit(self._run, frame)
+            return
         plan = self.server.plan(frame)
-        if isinstance(frame, BatchFrame) or (plan.request and not plan.opens):
+        if plan.request and not plan.opens:
             self.workers.submit(self._run, frame)
         else:  # the handshake, notifications (a cancellation) and answers: in effect before the next line is read
             self._run(frame)

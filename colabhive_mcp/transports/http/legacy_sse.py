@@ -22,7 +22,7 @@ from ... import tracing
 from ...errors import ColabHiveError
 from ...logs import log
 from ...protocol import Server, Session, jsonrpc
-from ...protocol.jsonrpc import JsonRpcError, RequestFrame
+from ...protocol.jsonrpc import JsonRpcError
 from .admission import Admission
 from .incoming import HttpRequest
 from .sessions import SessionCodec
@@ -108,7 +108,7 @@ class LegacySse:
                     answer = self.core.serve(frame, tenant=tenant, session=opened.session, notify=opened.outbox.put,
                                              trace=trace)
             except ColabHiveError as exc:  # the key was rejected meanwhile, or its limits are reached: said on the stream
-                answer = jsonrpc.error(frame.id, jsonrpc.as_error(exc)) if isinstance(frame, RequestFrame) else None
+                answer = jsonrpc.refusal(frame, jsonrpc.as_error(exc))  # each request of a batch too
             except Exception:
                 answer = failed(frame)
             finally:

@@ -84,20 +84,18 @@ class Post:
 
 def read_post(request: HttpRequest, key_of: Callable[[HttpRequest], ApiKey]) -> Post:
     """Read a POST once, in the order its refusals are due: what it accepts (406), its type (415),
-    its key (401, from ``key_of``), then its body (one that is not JSON is refused once the key is
-    known to be good)."""
+    its key (401, from ``key_of``), its body (413, or 400 when it cannot be read); a body that is not
+    JSON is refused once the key is known to be good."""
     wanted = accepts(request)
     if not wanted:
         raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {JSON} or {SSE}")
     if request.mimetype != JSON:
         raise HttpError(415, jsonrpc.INVALID_REQUEST, f"Content-Type must be {JSON}")
     key = key_of(request)
-    narrow, address = narrowing(request), client_address(request)
+    narrow, address, raw = narrowing(request), client_address(request), body(request)  # unreadable: 400 now
     frame: Frame | HttpError
     try:
-        frame = jsonrpc.parse(body(request))
-    except HttpError as exc:  # a body that could not be read
-        frame = exc
+        frame = jsonrpc.parse(raw)
     except JsonRpcError as exc:  # not JSON
         frame = HttpError(400, exc.code, exc.message)
     return Post(wanted, key, narrow, request.headers.get("Mcp-Session-Id"), request.headers.get("MCP-Protocol-Version"),
@@ -159,10 +157,9 @@ def header_mismatch(headers: Mapping[str, str], frame: Frame) -> str | None:
         return "MCP-Protocol-Version header does not match params._meta protocolVersion"
     if frame.method is None or headers.get("Mcp-Method") != frame.method:
         return "Mcp-Method header does not match the request's method"
-    name_field = jsonrpc.NAME_PARAMS.get(frame.method)
-    if isinstance(frame, RequestFrame) and frame.name is not None and name_field:
+    if isinstance(frame, RequestFrame) and frame.name is not None:  # the method has a name, and the body gave it
         if _decode_header(headers.get("Mcp-Name")) != frame.name:
-            return f"Mcp-Name header does not match params.{name_field}"
+            return f"Mcp-Name header does not match params.{jsonrpc.NAME_PARAMS[frame.method]}"
     return None
 
 
@@ -258,7 +255,7 @@ def not_allowed(allow: str) -> Response:
     return Response(b"", 405, headers={"Allow": allow})
 
 
-def failed(frame: Frame | None, **fields: Any) -> dict[str, Any] | None:
+def failed(frame: Frame | None, **fields: Any) -> dict[str, Any] | list[dict[str, Any]] | None:
     """Log an unexpected exception once (scrubbed, with a request id) and give the JSON-RPC answer
     the frame gets instead: ``-32603`` for a request (or no frame at all), nothing for a notification."""
     metrics.ERRORS.labels("internal").inc()
