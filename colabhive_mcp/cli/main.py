@@ -86,6 +86,7 @@ def gateway_config(args: argparse.Namespace, *, quiet: bool) -> ContextManager[C
 
 
 def run_stdio(args: argparse.Namespace) -> int:
+    from .. import metrics
     from ..protocol import Server
     from ..tenant import Tenant
     from ..transports import stdio
@@ -93,6 +94,7 @@ def run_stdio(args: argparse.Namespace) -> int:
     with gateway_config(args, quiet=False) as config:
         if not config.api_key:
             raise ConfigError("no API key: set COLABHIVE_API_KEY (or pass --sandbox to try the sandbox gateway)")
+        metrics.unread()  # nothing serves them here
         tenant = Tenant(config, config.api_key)
         tracing.configure()
         logs.log.bind(gateway=config.api_url, tenant=tenant.key_id).info("stdio.ready")
