@@ -76,6 +76,10 @@ class Config:
     manifest_snapshot: str | None = _setting(
         None, text, "serve the manifest from this JSON file instead of the gateway",
         env="COLABHIVE_MANIFEST_SNAPSHOT", metavar="FILE")
+    manifest_cache: bool = _setting(
+        True, boolean, "keep the last manifest on disk from one start to the next ($XDG_CACHE_HOME/colabhive-mcp, "
+        "mode 0600; never the key) and ask the gateway with its ETag whether it is current, instead of downloading "
+        "it again", env="COLABHIVE_MANIFEST_CACHE", scope="stdio")
     allow: tuple[str, ...] = _setting(
         ("*",), words, "glob patterns of action slugs to expose", env="COLABHIVE_ALLOW", metavar="GLOBS",
         aliases=("allow_tools",))

@@ -26,7 +26,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .errors import ColabHiveError
 from . import metrics, interning
@@ -34,6 +34,9 @@ from .gateway import Gateway, GatewayError, ManifestDocument
 from .keys import KeyRejected
 from .logs import log
 from .state import InstanceStore
+
+if TYPE_CHECKING:
+    from .saved_manifest import SavedManifest
 
 RETRY_AFTER_FAILURE_S = 5.0
 COPIES, CONFIRMED, FETCHING, WRITING = "manifest", "manifest-confirmed", "manifest-fetching", "manifest-writing"
@@ -171,13 +174,16 @@ class ManifestCache:
 
     def __init__(self, gateway: Gateway, *, ttl: float = 60.0, pin: str | None = None,
                  snapshot: Manifest | None = None, rejection_ttl: float = 30.0, conditional: bool = True,
-                 instance: InstanceCopy | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 instance: InstanceCopy | None = None, saved: SavedManifest | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """``pin`` refuses any manifest whose ETag differs; a ``snapshot`` is served forever; a key
         the gateway rejected is answered from memory for ``rejection_ttl`` seconds; without
         ``conditional``, the manifest is fetched whole (no ``If-None-Match``) when it expires;
-        ``instance``: the copy shared by the instance's workers."""
+        ``instance``: the copy shared by the instance's workers; ``saved``: the copy an earlier
+        process kept on disk, which the first fetch asks the gateway about (served only on its 304)."""
         self.gateway = gateway
         self.instance = instance
+        self.saved = saved
         self.ttl = ttl
         self.conditional = conditional
         self.pin = pin
@@ -272,7 +278,8 @@ class ManifestCache:
 
     def _fetch(self) -> Manifest:
         current = self._current
-        etag = current.etag if current else None
+        known = current or self._saved()  # what the gateway is asked about
+        etag = known.etag if known else None
         asked = self.instance.clock() if self.instance is not None else 0.0
         started = time.perf_counter()
         try:
@@ -281,20 +288,25 @@ class ManifestCache:
             self._rejection, self._expires = exc, self.clock() + self.rejection_ttl
             if self.instance is not None:
                 self.instance.expire()  # nor does another worker serve its copy
+            if self.saved is not None:
+                self.saved.forget()  # nor does a later start ask about it
             metrics.MANIFEST.labels("rejected").inc()
             raise
         except GatewayError as exc:
             return self._fall_back(exc)
         took_ms = round((time.perf_counter() - started) * 1000, 1)
         self._rejection, self._expires = None, self.clock() + self.ttl
-        if document is None or (current is not None and document.etag and document.etag == etag):
-            if current is None:
+        if document is None or (known is not None and document.etag and document.etag == etag):
+            if known is None:
                 return self._fall_back(GatewayError("the gateway answered 304 to an unconditional request"))
             log.bind(status=304 if document is None else 200, etag=etag, duration_ms=took_ms,
-                     bytes=document.size if document else 0, tools=len(current.entries),
+                     bytes=document.size if document else 0, tools=len(known.entries),
                      tenant=self.gateway.key_id).info("manifest.fetched")
             metrics.MANIFEST.labels("not_modified").inc()
-            return self._recorded(current, False, asked)  # unchanged: the same object (nobody is told of a change)
+            if current is None and self.saved is not None:
+                self._current = known  # the saved copy, now the gateway's answer
+                self.saved.used()
+            return self._recorded(known, False, asked)  # unchanged: the same object (nobody is told of a change)
         if self.pin and document.etag != self.pin:
             return self._fall_back(GatewayError(
                 f"the gateway's manifest is now {document.etag}, but this server is pinned to {self.pin}"))
@@ -302,7 +314,14 @@ class ManifestCache:
                  tools=len(document.entries), tenant=self.gateway.key_id).info("manifest.fetched")
         metrics.MANIFEST.labels("fetched").inc()
         self._current = self._recorded(Manifest.fetched(document), True, asked)
+        if self.saved is not None and self._current.etag:
+            self.saved.save(self._current)
         return self._current
+
+    def _saved(self) -> Manifest | None:
+        """The copy saved on disk by an earlier process, before this one has any (unless pinned elsewhere)."""
+        copy = self.saved.load() if self.saved is not None else None
+        return copy if copy is not None and (not self.pin or copy.etag == self.pin) else None
 
     def _recorded(self, manifest: Manifest, changed: bool, asked: float) -> Manifest:
         """``manifest``, the gateway's answer to a question asked at ``asked``, recorded as the

@@ -20,7 +20,7 @@ from typing import ContextManager, Iterator, Sequence
 from .. import logs, tracing, upgrade
 from ..config import SETTINGS, Config, ConfigError
 from ..sources import Resolved, load
-from ..keys import well_formed
+from ..keys import ApiKey, well_formed
 from .arguments import OK, USAGE, build_parser, command_first
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -88,6 +88,7 @@ def gateway_config(args: argparse.Namespace, *, quiet: bool) -> ContextManager[C
 def run_stdio(args: argparse.Namespace) -> int:
     from .. import metrics
     from ..protocol import Server
+    from ..saved_manifest import SavedManifest
     from ..tenant import Tenant
     from ..transports import stdio
 
@@ -95,7 +96,8 @@ def run_stdio(args: argparse.Namespace) -> int:
         if not config.api_key:
             raise ConfigError("no API key: set COLABHIVE_API_KEY (or pass --sandbox to try the sandbox gateway)")
         metrics.unread()  # nothing serves them here
-        tenant = Tenant(config, config.api_key)
+        key = ApiKey.of(config.api_key)
+        tenant = Tenant(config, key, saved=None if args.sandbox else SavedManifest.of(config, key))
         tracing.configure()
         logs.log.bind(gateway=config.api_url, tenant=tenant.key_id).info("stdio.ready")
         stdio.serve(Server(config, list_changed=True), tenant, max_message_bytes=config.max_message_bytes, workers=config.workers)
