@@ -587,7 +587,7 @@ def measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Measure what ``args`` asks for, print the table, and write and compare the JSON it asks for."""
     mode = "quick" if args.quick else "full"
     n, repeat = (20, args.repeat or 1) if args.quick else (400, args.repeat or 3)
-    cold_trials = 2 if args.quick else 7
+    cold_trials = 2 if args.quick else 11
     results: dict[str, Any] = {"run": run_facts(mode, repeat)}
     cold_baseline: dict[str, Any] = {}  # the older release's figures of the cold paths, measured alternately
 
