@@ -24,9 +24,9 @@ from ..keys import ApiKey, well_formed
 from .arguments import OK, USAGE, build_parser, command_first
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = command_line()
+    line = command_first(list(sys.argv[1:] if argv is None else argv))
     try:
-        args, unknown = parser.parse_known_args(command_first(list(sys.argv[1:] if argv is None else argv), parser))
+        args, unknown = command_line(line[0]).parse_known_args(line)
         if unknown:
             args.parser.error(f"unrecognized arguments: {' '.join(unknown)}")  # the command's help lists its own
         return args.run(args)
@@ -216,7 +216,7 @@ def run_demo(_args: argparse.Namespace) -> int:
     return demo()
 
 
-def command_line() -> argparse.ArgumentParser:
-    """The command line's parser, with this module's commands."""
+def command_line(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser, with this module's commands (and, given a ``command``, its settings only)."""
     return build_parser({"stdio": run_stdio, "serve": run_serve, "check": run_check, "tools": run_tools,
-                         "call": run_call, "config": run_config, "sandbox": run_sandbox, "demo": run_demo})
+                         "call": run_call, "config": run_config, "sandbox": run_sandbox, "demo": run_demo}, command)
