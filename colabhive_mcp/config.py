@@ -77,6 +77,10 @@ class Config:
         None, text, "serve the manifest from this JSON file instead of the gateway (stdio and single-tenant only: "
         "hosted mode could not check keys)",
         env="COLABHIVE_MANIFEST_SNAPSHOT", metavar="FILE")
+    manifest_cache: bool = _setting(
+        True, boolean, "keep the last manifest on disk from one start to the next ($XDG_CACHE_HOME/colabhive-mcp, "
+        "mode 0600; never the key) and ask the gateway with its ETag whether it is current, instead of downloading "
+        "it again", env="COLABHIVE_MANIFEST_CACHE", scope="stdio")
     allow: tuple[str, ...] = _setting(
         ("*",), words, "glob patterns of action slugs to expose", env="COLABHIVE_ALLOW", metavar="GLOBS",
         aliases=("allow_tools",))

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import json
 import os
 import random
+import re
 import threading
 import time
 import uuid
@@ -27,6 +29,8 @@ from .logs import log
 
 RETRY_STATUSES = frozenset({502, 503, 504})
 MAX_MANIFEST_PAGES = 1000
+NEXT_CURSOR = re.compile(rb'"nextCursor"\s*:\s*("(?:[^"\\]|\\.)*")')  # a page's cursor, read from its body unparsed
+SENDING_S = 0.002  # about what a request takes of the interpreter lock to go out (a millisecond or two here)
 
 if TYPE_CHECKING:
     import requests
@@ -151,6 +155,8 @@ class Gateway:
     # -- plumbing -------------------------------------------------------------------------
 
     def _fetch_pages(self, etag: str | None, prepare: Prepare | None) -> ManifestDocument | None:
+        """The pages in turn, each asked for as soon as its cursor is seen in the page before, while that
+        page is parsed and prepared (the parse confirms the cursor: a guess it does not is dropped)."""
         entries: list[dict[str, Any]] = []
         prepared: list[tuple[Any, dict[str, Any]]] = []
         pages: list[_ManifestPage] = []
@@ -160,6 +166,8 @@ class Gateway:
             response = page_answer()
             if response.status_code == 304:
                 return None
+            guess = _cursor_seen(response.content)
+            following = self._manifest_page(guess, {}, ahead=True) if guess else None
             page = _ManifestPage.of(response)
             pages.append(page)
             page_etag = response.headers.get("ETag") or page.etag
@@ -172,7 +180,8 @@ class Gateway:
                 raise GatewayError("the gateway's manifest cursors loop", status=response.status_code)
             seen.add(page.cursor)
             if page.cursor:
-                page_answer = self._manifest_page(page.cursor, {}, ahead=prepare is not None)
+                page_answer = following if following is not None and guess == page.cursor else self._manifest_page(
+                    page.cursor, {}, ahead=True)
             if prepare is not None:
                 prepared.extend(page.prepared(prepare))
             entries.extend(page.entries)
@@ -188,7 +197,11 @@ class Gateway:
             return self._request("GET", "/mcp/manifest", params={"cursor": cursor} if cursor else None,
                                  headers=headers)
 
-        return _Ahead(ask).result if ahead else ask
+        if not ahead:
+            return ask
+        asked = _Ahead(ask)
+        asked.wait(SENDING_S)  # the request goes out before the caller's work takes the interpreter lock
+        return asked.result
 
     def _request(self, method: str, path: str, *, timeout: float | None = None, headers: dict[str, str] | None = None,
                  payload: Any = None, params: dict[str, str] | None = None) -> requests.Response:
@@ -321,11 +334,25 @@ class _Ahead:
         finally:
             self._done.set()
 
+    def wait(self, seconds: float) -> None:
+        """Wait ``seconds`` at most (less when the call ends sooner)."""
+        self._done.wait(seconds)
+
     def result(self) -> Any:
         self._done.wait()
         if self._error is not None:
             raise self._error
         return self._value
+
+
+def _cursor_seen(body: bytes) -> str | None:
+    """The ``nextCursor`` of a manifest page as its body's last one reads, before the body is parsed."""
+    found = NEXT_CURSOR.match(body, max(body.rfind(b'"nextCursor"'), 0))
+    try:
+        cursor = json.loads(found.group(1)) if found else None
+    except ValueError:
+        return None
+    return cursor if isinstance(cursor, str) and cursor else None
 
 
 def _http() -> Any:

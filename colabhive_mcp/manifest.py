@@ -10,7 +10,8 @@ the others take it from the store, so a tenant's manifest costs the instance one
 and when the gateway fails, every worker serves the last good copy, even one that never
 fetched it itself. A copy names its manifest's content, which the store holds once for every key
 whose manifest it is: a new key with a known manifest writes a few bytes, and a thousand keys
-holding one manifest take its size once.
+holding one manifest take its size once. A new content is written after the answer that brought
+it, in parts (see :meth:`InstanceCopy._copy`).
 
 Answers are recorded in the order their questions were asked, not the order they arrive: an
 answer to a question asked before another worker's (or before a refresh, which may follow a
@@ -26,7 +27,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .errors import ColabHiveError
 from . import metrics, interning
@@ -35,11 +36,16 @@ from .keys import KeyRejected
 from .logs import log
 from .state import InstanceStore
 
+if TYPE_CHECKING:
+    from .saved_manifest import SavedManifest
+
 RETRY_AFTER_FAILURE_S = 5.0
 COPIES, CONFIRMED, FETCHING, WRITING = "manifest", "manifest-confirmed", "manifest-fetching", "manifest-writing"
 CONTENTS, STORED = "manifest-content", "manifest-content-stored"  # a manifest's entries, once for every key holding it
+PARTS, PART_ENTRIES = "manifest-content-part", 25  # the content is written in parts of so many entries
 KEPT_S = 3600.0  # how long after its last confirmation the instance keeps a tenant's copy
 LOOK_AGAIN_S = 0.05  # how often a worker looks whether another one's fetch has landed
+FIRST_LOOK_S = 0.005  # how soon it looks first (it may only be writing what it fetched), then twice as late each time
 SOON_S = 1.0  # how long a worker serves its copy while another one gets newer news
 WRITE_WAIT_S = 1.0  # how long a worker waits to write the instance's copy while another one does
 WRITE_HELD_S = 30.0  # how long that turn lasts at most (a worker that died holding it)
@@ -80,14 +86,24 @@ class ManifestError(ColabHiveError):
     http_status = 503
 
 
+def on_a_thread(run: Callable[[], None]) -> None:
+    threading.Thread(target=run, name="manifest-content", daemon=True).start()
+
+
 class InstanceCopy:
     """One tenant's manifest as its instance knows it: the last good copy, when the gateway was
     asked for it (``at``: the order of answers too), and whether a worker is asking the gateway now.
     Keyed by the key's digest."""
 
-    def __init__(self, store: InstanceStore, digest: str, clock: Callable[[], float] = time.time) -> None:
-        """``clock``: the wall clock, which the instance's workers share."""
+    def __init__(self, store: InstanceStore, digest: str, clock: Callable[[], float] = time.time,
+                 in_background: Callable[[Callable[[], None]], None] = on_a_thread) -> None:
+        """``clock``: the wall clock, which the instance's workers share; ``in_background``: what runs the
+        write of a new manifest's content (:meth:`_copy`)."""
         self.store, self.digest, self.clock = store, digest, clock
+        self._in_background = in_background
+        self._lock = threading.Lock()
+        self._writes = 0  # content writes under way
+        self._release_when_written = False  # the claim to ask the gateway goes once they are done
 
     def age(self) -> tuple[str | None, float] | None:
         """The confirmed copy's ETag and seconds since the gateway was asked for it; ``None``: no
@@ -101,15 +117,44 @@ class InstanceCopy:
         copy = self.store.get(COPIES, self.digest)
         if copy is None:
             return None
-        content = copy if "entries" in copy else self.store.get(CONTENTS, copy["content"])  # (a copy of before: whole)
-        return None if content is None else Manifest(tuple(content["entries"]), copy["etag"])
+        if "entries" in copy:  # (a copy of before: whole)
+            return Manifest(tuple(copy["entries"]), copy["etag"])
+        content = self.store.get(CONTENTS, copy["content"])
+        if content is None or "parts" not in content:  # none, or a content of before (whole): as none
+            return None
+        parts = [self.store.get(PARTS, f"{copy['content']}:{number}") for number in range(content["parts"])]
+        return None if None in parts else Manifest(tuple(e for part in parts for e in part), copy["etag"])
 
-    def _copy(self, manifest: Manifest) -> None:
-        """Record ``manifest`` as this key's copy. Its content is written unless it was lately (by any key's
-        copy): content lives half as long again as a copy, so it outlives every copy that names it."""
+    def _store_content(self, manifest: Manifest) -> None:
+        """Write the content a copy names unless it was lately (by any key's copy), in the background:
+        the request that fetched it answers meanwhile (a megabyte takes ten milliseconds to write), and a
+        worker that holds the claim to ask the gateway holds it until the content is written, so that
+        another one that needs it waits for it rather than asks again. It is written in parts, each
+        waiting its turn for the interpreter lock, so that the write never holds up this worker's
+        requests for more than a moment. Content lives half as long again as a copy, so it outlives
+        every copy that names it."""
         if self.store.add(STORED, manifest.content, True, KEPT_S / 2):  # not written lately: this worker writes it
-            self.store.put(CONTENTS, manifest.content, {"entries": list(manifest.entries)}, KEPT_S * 1.5)
-        self.store.put(COPIES, self.digest, {"etag": manifest.etag, "content": manifest.content}, KEPT_S)
+            with self._lock:
+                self._writes += 1
+            self._in_background(lambda: self._write_content(manifest))
+
+    def _write_content(self, manifest: Manifest) -> None:
+        """The parts, then the content that names them (which no reader takes before it is whole)."""
+        try:
+            starts = range(0, len(manifest.entries), PART_ENTRIES)
+            for number, start in enumerate(starts):
+                time.sleep(0)  # this worker's requests first: each part waits its turn for the interpreter lock
+                self.store.put(PARTS, f"{manifest.content}:{number}", manifest.entries[start:start + PART_ENTRIES],
+                               KEPT_S * 1.5)
+            self.store.put(CONTENTS, manifest.content, {"parts": len(starts)}, KEPT_S * 1.5)
+        finally:
+            with self._lock:
+                self._writes -= 1
+                release = self._release_when_written and not self._writes
+                if release:
+                    self._release_when_written = False
+            if release:
+                self.store.delete(FETCHING, self.digest)
 
     def confirm(self, manifest: Manifest, changed: bool, asked: float) -> bool:
         """The gateway answered ``manifest`` to a question asked at ``asked`` (``changed``: a new
@@ -125,11 +170,14 @@ class InstanceCopy:
             now = self.clock()
             same = confirmed if confirmed is not None and not changed and confirmed["etag"] == manifest.etag else None
             copied = same.get("copied", 0.0) if same is not None else 0.0
-            if now - copied > KEPT_S / 2:
-                self._copy(manifest)
-                copied = now
-            self.store.put(CONFIRMED, self.digest, {"etag": manifest.etag, "at": asked, "copied": copied}, KEPT_S)
-            return False
+            copy = now - copied > KEPT_S / 2
+            if copy:
+                self.store.put(COPIES, self.digest, {"etag": manifest.etag, "content": manifest.content}, KEPT_S)
+            self.store.put(CONFIRMED, self.digest, {"etag": manifest.etag, "at": asked,
+                                                    "copied": now if copy else copied}, KEPT_S)
+        if copy:
+            self._store_content(manifest)
+        return False
 
     def expire(self) -> None:
         """Let no worker take the copy without asking the gateway first (it stays the fallback), nor
@@ -160,6 +208,11 @@ class InstanceCopy:
         return self.store.add(FETCHING, self.digest, os.getpid(), seconds)
 
     def release(self) -> None:
+        """No longer the worker that asks the gateway: now, or once the content it is writing is stored."""
+        with self._lock:
+            if self._writes:
+                self._release_when_written = True
+                return
         self.store.delete(FETCHING, self.digest)
 
     def fetching(self) -> bool:
@@ -171,13 +224,16 @@ class ManifestCache:
 
     def __init__(self, gateway: Gateway, *, ttl: float = 60.0, pin: str | None = None,
                  snapshot: Manifest | None = None, rejection_ttl: float = 30.0, conditional: bool = True,
-                 instance: InstanceCopy | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 instance: InstanceCopy | None = None, saved: SavedManifest | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """``pin`` refuses any manifest whose ETag differs; a ``snapshot`` is served forever; a key
         the gateway rejected is answered from memory for ``rejection_ttl`` seconds; without
         ``conditional``, the manifest is fetched whole (no ``If-None-Match``) when it expires;
-        ``instance``: the copy shared by the instance's workers."""
+        ``instance``: the copy shared by the instance's workers; ``saved``: the copy an earlier
+        process kept on disk, which the first fetch asks the gateway about (served only on its 304)."""
         self.gateway = gateway
         self.instance = instance
+        self.saved = saved
         self.ttl = ttl
         self.conditional = conditional
         self.pin = pin
@@ -263,8 +319,10 @@ class ManifestCache:
             return self._current
         assert self.instance is not None
         deadline = time.monotonic() + self.gateway.timeout  # a real wait for another process: real time
+        pause = FIRST_LOOK_S
         while time.monotonic() < deadline:  # (self.clock tells TTLs, which a test may fake)
-            time.sleep(LOOK_AGAIN_S)
+            time.sleep(pause)
+            pause = min(2 * pause, LOOK_AGAIN_S)
             shared = self._from_instance()
             if shared is not None or not self.instance.fetching():  # news, or it ended without any
                 return shared
@@ -272,7 +330,8 @@ class ManifestCache:
 
     def _fetch(self) -> Manifest:
         current = self._current
-        etag = current.etag if current else None
+        known = current or self._saved()  # what the gateway is asked about
+        etag = known.etag if known else None
         asked = self.instance.clock() if self.instance is not None else 0.0
         started = time.perf_counter()
         try:
@@ -281,20 +340,25 @@ class ManifestCache:
             self._rejection, self._expires = exc, self.clock() + self.rejection_ttl
             if self.instance is not None:
                 self.instance.expire()  # nor does another worker serve its copy
+            if self.saved is not None:
+                self.saved.forget()  # nor does a later start ask about it
             metrics.MANIFEST.labels("rejected").inc()
             raise
         except GatewayError as exc:
             return self._fall_back(exc)
         took_ms = round((time.perf_counter() - started) * 1000, 1)
         self._rejection, self._expires = None, self.clock() + self.ttl
-        if document is None or (current is not None and document.etag and document.etag == etag):
-            if current is None:
+        if document is None or (known is not None and document.etag and document.etag == etag):
+            if known is None:
                 return self._fall_back(GatewayError("the gateway answered 304 to an unconditional request"))
             log.bind(status=304 if document is None else 200, etag=etag, duration_ms=took_ms,
-                     bytes=document.size if document else 0, tools=len(current.entries),
+                     bytes=document.size if document else 0, tools=len(known.entries),
                      tenant=self.gateway.key_id).info("manifest.fetched")
             metrics.MANIFEST.labels("not_modified").inc()
-            return self._recorded(current, False, asked)  # unchanged: the same object (nobody is told of a change)
+            if current is None and self.saved is not None:
+                self._current = known  # the saved copy, now the gateway's answer
+                self.saved.used()
+            return self._recorded(known, False, asked)  # unchanged: the same object (nobody is told of a change)
         if self.pin and document.etag != self.pin:
             return self._fall_back(GatewayError(
                 f"the gateway's manifest is now {document.etag}, but this server is pinned to {self.pin}"))
@@ -302,7 +366,14 @@ class ManifestCache:
                  tools=len(document.entries), tenant=self.gateway.key_id).info("manifest.fetched")
         metrics.MANIFEST.labels("fetched").inc()
         self._current = self._recorded(Manifest.fetched(document), True, asked)
+        if self.saved is not None and self._current.etag:
+            self.saved.save(self._current)
         return self._current
+
+    def _saved(self) -> Manifest | None:
+        """The copy saved on disk by an earlier process, before this one has any (unless pinned elsewhere)."""
+        copy = self.saved.load() if self.saved is not None else None
+        return copy if copy is not None and (not self.pin or copy.etag == self.pin) else None
 
     def _recorded(self, manifest: Manifest, changed: bool, asked: float) -> Manifest:
         """``manifest``, the gateway's answer to a question asked at ``asked``, recorded as the

@@ -7,6 +7,9 @@ reaches a loopback bind: every local user. There a tool is labelled by a digest 
 ``sha256:`` and the first 12 hex digits of its SHA-256 (``printf %s SLUG | sha256sum`` finds it;
 each call's log record has the slug), and only the server's own tools by name. With the token set,
 only the operator reads ``/metrics``, and every tool is labelled by its slug.
+
+A process that serves no ``/metrics`` (the stdio server) says so with :func:`unread`: its metrics
+then keep nothing, and prometheus_client (13 ms to import) is never loaded.
 """
 
 from __future__ import annotations
@@ -39,6 +42,24 @@ _SPECS: dict[str, tuple[str, str, str, dict[str, Any]]] = {
     "MANIFEST": ("Counter", "mcp_manifest_requests_total",
                  "Manifest cache lookups: hit, fetched, not_modified, stale, error, rejected", {"labelnames": ["result"]}),
 }
+
+
+class _Unread:
+    """A metric nobody can read: it takes every update and keeps nothing."""
+
+    def labels(self, *_values: str) -> _Unread:
+        return self
+
+    def inc(self, _amount: float = 1) -> None:
+        pass
+
+    dec = set = observe = inc
+
+
+def unread() -> None:
+    """This process serves no ``/metrics``: every metric not yet used keeps nothing from now on."""
+    with _lock:
+        _made.update({name: _made.get(name) or _Unread() for name in _SPECS})
 
 
 def _ensure() -> None:

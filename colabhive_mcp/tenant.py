@@ -25,6 +25,7 @@ from .limits import BUSY_RETRY_S, LimitReached
 from .logs import log
 from .manifest import InstanceCopy, Manifest, ManifestCache, ManifestError, load_snapshot
 from .policy import Policy
+from .saved_manifest import SavedManifest
 from .profiles import UNKNOWN, Profile
 from .tools import Catalog, Tool
 
@@ -78,9 +79,11 @@ class Prepared(NamedTuple):
 class Tenant:
     """Everything one API key needs; safe to use from many threads at once."""
 
-    def __init__(self, config: Config, api_key: ApiKey | str, instance: Instance | None = None) -> None:
+    def __init__(self, config: Config, api_key: ApiKey | str, instance: Instance | None = None,
+                 saved: SavedManifest | None = None) -> None:
         """``instance``: what the tenants of the instance share (calls cut off by their hosts, the
-        limits' counts, last good manifests); by default, this tenant's own, in memory."""
+        limits' counts, last good manifests); by default, this tenant's own, in memory. ``saved``: the
+        manifest kept on disk between starts (stdio)."""
         key = api_key if isinstance(api_key, ApiKey) else ApiKey.of(api_key)
         instance = instance or Instance.of(config)
         self.config = config
@@ -97,7 +100,7 @@ class Tenant:
                                       snapshot=snapshot, rejection_ttl=config.rejected_key_ttl,
                                       conditional=config.manifest_etag,
                                       instance=InstanceCopy(instance.store, key.digest)
-                                      if instance.store.shared else None)
+                                      if instance.store.shared else None, saved=saved)
         self.policy = Policy.from_config(config)
         self.backoff = Backoff(initial=config.poll_initial, maximum=config.poll_max_interval)
         self._catalogs: dict[str, Catalog] = {}  # per client profile, for the current manifest

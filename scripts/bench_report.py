@@ -24,6 +24,7 @@ HEADLINES = {  # figure -> (label, how to read it from a results file, unit)
     "tools_list_warm": ("warm tools/list, p50", lambda r: r["server_ms"]["p50"], "ms"),
     "new_tenant_first_list": ("new tenant: initialize → first tools/list, p50", lambda r: r["p50"], "ms"),
     "stdio_first_list": ("stdio: spawn → first tools/list, p50", lambda r: r["p50"], "ms"),
+    "stdio_first_list_unsaved": ("stdio: the same, nothing saved, p50", lambda r: r["p50"], "ms"),
     "tenancy": ("RSS added by the tenants", lambda r: r["rss_added_mb"], "MB"),
     "churn": ("server CPU per new tenant, keys churning", lambda r: r["cpu_ms_per_tenant"]["median"], "ms"),
     "long_polls": ("peak RSS, concurrent long calls", lambda r: r["peak_rss_mb"], "MB"),
@@ -120,7 +121,8 @@ def render_table(results: dict[str, Any], source: str) -> str:
 
 COLD_ROWS = {  # the cold paths, measured in fresh processes with the 1 MB manifest
     "new_tenant_first_list": "a new tenant's ``initialize`` → first ``tools/list``, hosted, fresh process",
-    "stdio_first_list": "stdio: spawn → ``initialize`` → first ``tools/list``",
+    "stdio_first_list": "stdio: spawn → ``initialize`` → first ``tools/list`` (the manifest saved by an earlier start)",
+    "stdio_first_list_unsaved": "stdio: the same at a first start (nothing saved)",
 }
 
 

@@ -3,10 +3,11 @@
     python scripts/profile_cold.py                 # both paths; the top 25 functions of each
     python scripts/profile_cold.py --path stdio --top 40 --sort tottime --save stdio.prof
 
-The two cold paths of ``bench.py`` (``new_tenant_first_list``, ``stdio_first_list``): a new tenant's
-``initialize`` → first ``tools/list`` in a fresh hosted server warmed with keyless requests (one
-worker, so both requests reach it), and a stdio server's spawn → ``initialize`` → first
-``tools/list``. Every thread of the server is profiled with ``cProfile`` on the wall clock (the
+The cold paths of ``bench.py``: a new tenant's ``initialize`` → first ``tools/list`` in a fresh
+hosted server warmed with keyless requests (``new_tenant_first_list``; one worker, so both requests
+reach it), and a stdio server's spawn → ``initialize`` → first ``tools/list`` at a first start
+(``stdio_first_list_unsaved``) or, with ``--path stdio-saved``, with the manifest an earlier start
+saved (``stdio_first_list``). Every thread of the server is profiled with ``cProfile`` on the wall clock (the
 request threads, and every thread started meanwhile, e.g. the stdio manifest fetch): time spent
 waiting for the gateway or the interpreter lock counts where it is spent, since that is what the
 client waits for. The hosted worker's keyless warm-up is not profiled; the stdio process is profiled
@@ -22,6 +23,7 @@ import pstats
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import requests
@@ -111,14 +113,22 @@ def hosted(sandbox: Sandbox, directory: Path) -> pstats.Stats:
     return _stats(directory.glob("*.prof"))
 
 
-def stdio(sandbox: Sandbox, directory: Path) -> pstats.Stats:
+def stdio(sandbox: Sandbox, directory: Path, saved: bool = False) -> pstats.Stats:
+    """``saved``: start with the manifest an earlier start saved (a first start, unprofiled, saves it)."""
     out = directory / "stdio.prof"
     argv = [sys.executable, "-c", STDIO_MAIN, str(out), "stdio", "--api-url", sandbox.url, "--log-level", "error"]
+    env = {**os.environ, "COLABHIVE_API_KEY": DEMO_KEY, "XDG_CACHE_HOME": str(directory)}
+    if saved:
+        first = StdioPeer([sys.executable, "-m", "colabhive_mcp", *argv[4:]], env=env, cwd=str(ROOT))
+        first.initialize()
+        first.request("tools/list")
+        first.close()
     started = time.perf_counter()
-    peer = StdioPeer(argv, env={**os.environ, "COLABHIVE_API_KEY": DEMO_KEY}, cwd=str(ROOT))
+    peer = StdioPeer(argv, env=env, cwd=str(ROOT))
     peer.initialize()
     peer.request("tools/list")
-    print(f"stdio: spawn → first tools/list: {(time.perf_counter() - started) * 1000:.0f} ms (profiled)")
+    print(f"stdio{' (manifest saved)' if saved else ''}: spawn → first tools/list: "
+          f"{(time.perf_counter() - started) * 1000:.0f} ms (profiled)")
     peer.close()
     return _stats([out])
 
@@ -142,7 +152,8 @@ def report(name: str, stats: pstats.Stats, top: int, sort: str, save: str | None
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--path", choices=["hosted", "stdio", "both"], default="both")
+    parser.add_argument("--path", choices=["hosted", "stdio", "stdio-saved", "both"], default="both",
+                        help="stdio-saved: a stdio start that finds the manifest an earlier start saved")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--sort", default="cumtime", choices=["tottime", "cumtime"])
     parser.add_argument("--save", metavar="FILE", help="also write each merged profile (FILE.hosted, FILE.stdio)")
@@ -151,8 +162,8 @@ def main() -> int:
     installed_bytecode()
     with Sandbox(page_size=100, cold_start_s=2) as sandbox, tempfile.TemporaryDirectory() as directory:
         add_big_manifest(sandbox)
-        for name, run in (("hosted", hosted), ("stdio", stdio)):
-            if args.path in (name, "both"):
+        for name, run in (("hosted", hosted), ("stdio", stdio), ("stdio-saved", partial(stdio, saved=True))):
+            if args.path == name or (args.path == "both" and name != "stdio-saved"):
                 place = Path(directory) / name
                 place.mkdir()
                 report(name, run(sandbox, place), args.top, args.sort, args.save and f"{args.save}.{name}")

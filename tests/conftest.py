@@ -8,6 +8,15 @@ from colabhive_mcp.sandbox import DEMO_KEY, Sandbox
 from colabhive_mcp.tenant import Tenant
 
 
+@pytest.fixture(autouse=True)
+def cache_home(tmp_path_factory, monkeypatch):
+    """Each test's own ``XDG_CACHE_HOME``: a stdio server it starts finds no manifest saved by another test's
+    (they share the session's sandbox, hence its URL and ETags)."""
+    home = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home
+
+
 @pytest.fixture(scope="session")
 def gateway_sandbox():
     with Sandbox(cold_start_s=3.0, page_size=4, conformance_tools=True) as sandbox:

@@ -24,6 +24,7 @@ def test_the_benchmarks_run(tmp_path):
     assert figures["floor"]["throughput_8_clients"]["server"]["errors"] == 0  # the stack's floor answers too
     assert figures["tools_list_warm"]["tools"] > 300
     assert figures["new_tenant_first_list"]["tools"] > 300 and figures["stdio_first_list"]["tools"] > 300
+    assert figures["stdio_first_list_unsaved"]["tools"] == figures["stdio_first_list"]["tools"]
     churn = figures["churn"]
     assert len(churn["batches"]) == churn["laps"] * churn["keys"] // churn["batch"]
     assert churn["store_mb"]["last"] - churn["store_mb"]["first"] < 5  # the 1 MB manifest is stored once, not per key

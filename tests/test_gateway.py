@@ -75,6 +75,20 @@ def test_a_page_read_ahead_that_fails_fails_the_fetch_as_it_would_have(gateway, 
 
 
 @responses.activate
+def test_a_cursor_misread_from_a_page_body_is_dropped_and_the_pages_read_as_they_are(gateway):
+    """The next page is asked for as soon as the body before shows a cursor: its last ``"nextCursor"``, which
+    is an entry's when the page's own comes first. The parse tells; the wrong page is never read."""
+    page = ('{"nextCursor": "p2", "tools": [{"name": "a", "inputSchema": {"examples": [{"nextCursor": "x"}]}}]}')
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({})], body=page,
+                  content_type="application/json")
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "x"})], status=400,
+                  json={"detail": "no such cursor"})
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "p2"})],
+                  json={"tools": [{"name": "b"}], "nextCursor": None})
+    assert [e["name"] for e in gateway.fetch_manifest(prepare=named).entries] == ["a", "b"]
+
+
+@responses.activate
 def test_manifest_304_means_unchanged_and_sends_if_none_match(gateway):
     responses.get(BASE + "/mcp/manifest", status=304, match=[matchers.header_matcher({"If-None-Match": '"v1"'})])
     assert gateway.fetch_manifest('"v1"') is None

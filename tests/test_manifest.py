@@ -8,8 +8,8 @@ import pytest
 
 from colabhive_mcp.gateway import Gateway, ManifestDocument
 from colabhive_mcp.keys import ApiKey, KeyRejected
-from colabhive_mcp.manifest import (COPIES, CONTENTS, KEPT_S, SOON_S, WRITING, InstanceCopy, Manifest, ManifestCache,
-                                   ManifestError, load_snapshot)
+from colabhive_mcp.manifest import (COPIES, CONTENTS, KEPT_S, PARTS, SOON_S, WRITING, InstanceCopy, Manifest,
+                                   ManifestCache, ManifestError, load_snapshot)
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.store import MemoryStore, SqliteStore
 
@@ -27,6 +27,11 @@ def gateway(sandbox):
     gateway = Gateway(sandbox.url, ApiKey.of(DEMO_KEY), retries=0)
     yield gateway
     gateway.close()
+
+
+def now(write):
+    """Write a new manifest's content at once (the tests here are of what is recorded, not of when)."""
+    write()
 
 
 def first_pages(journal):
@@ -96,7 +101,8 @@ def test_a_stale_copy_is_served_while_the_gateway_is_down(sandbox, gateway, jour
 def test_while_the_gateway_is_down_every_worker_serves_the_instances_newest_copy(sandbox, gateway):
     store = MemoryStore()
     digest = ApiKey.of(DEMO_KEY).digest
-    first, second = (ManifestCache(gateway, ttl=0, instance=InstanceCopy(store, digest)) for _ in range(2))
+    first, second = (ManifestCache(gateway, ttl=0, instance=InstanceCopy(store, digest, in_background=now))
+                     for _ in range(2))
     old = first.get()  # the first worker's copy
     sandbox.add_action({"name": "published-now", "description": "new", "inputSchema": {"type": "object"}})
     new = second.get()  # the second worker's, newer
@@ -109,7 +115,7 @@ def test_while_the_gateway_is_down_every_worker_serves_the_instances_newest_copy
 def test_the_instances_copy_outlives_its_confirmations(sandbox, gateway):
     clock, store = Clock(), MemoryStore()
     store.clock = clock
-    copy = InstanceCopy(store, ApiKey.of(DEMO_KEY).digest, clock=clock)
+    copy = InstanceCopy(store, ApiKey.of(DEMO_KEY).digest, clock=clock, in_background=now)
     manifest = ManifestCache(gateway).get()
     copy.confirm(manifest, changed=True, asked=clock())
     for _ in range(8):  # 304s for hours: the copy itself is written again before it could expire
@@ -121,7 +127,7 @@ def test_the_instances_copy_outlives_its_confirmations(sandbox, gateway):
 def test_keys_holding_one_manifest_have_its_content_stored_once(sandbox, gateway):
     store = MemoryStore()
     manifest, other = ManifestCache(gateway).get(), Manifest(({"name": "other-tool"},), '"other"')
-    copies = [InstanceCopy(store, f"key-digest-{i}") for i in range(3)]
+    copies = [InstanceCopy(store, f"key-digest-{i}", in_background=now) for i in range(3)]
     for copy, held in zip(copies, (manifest, manifest, other)):
         assert not copy.confirm(held, changed=True, asked=1.0)
     stored = [key for space, key in store._entries if space == CONTENTS]
@@ -132,7 +138,7 @@ def test_keys_holding_one_manifest_have_its_content_stored_once(sandbox, gateway
 
 
 def test_no_worker_serves_the_copy_of_a_key_the_gateway_refuses(sandbox, gateway):
-    copy = InstanceCopy(MemoryStore(), ApiKey.of(DEMO_KEY).digest)
+    copy = InstanceCopy(MemoryStore(), ApiKey.of(DEMO_KEY).digest, in_background=now)
     cache = ManifestCache(gateway, ttl=0, instance=copy)
     cache.get()
     assert copy.age() is not None
@@ -233,8 +239,8 @@ def test_a_fetch_begun_before_a_refresh_does_not_undo_it(conditional):
     action is published and worker B's /refresh gets the news; A's older answer arrives last:
     neither the instance nor A itself goes back to the older manifest."""
     store, gateway, clock, a_clock = MemoryStore(), Publisher(), Ticking(), Clock()
-    worker_a, worker_b, worker_c = (ManifestCache(gateway, ttl=60, instance=InstanceCopy(store, "digest", clock=clock),
-                                                  clock=cache_clock) for cache_clock in (a_clock, Clock(), Clock()))
+    worker_a, worker_b, worker_c = (ManifestCache(gateway, ttl=60, clock=cache_clock, instance=InstanceCopy(
+        store, "digest", clock=clock, in_background=now)) for cache_clock in (a_clock, Clock(), Clock()))
     if conditional:
         assert worker_a.get().etag == '"v1"'
         a_clock.now += 61
@@ -252,8 +258,8 @@ def test_a_fetch_begun_before_a_refresh_does_not_undo_it(conditional):
 
 def test_an_older_answer_arriving_during_a_refresh_is_served_only_for_a_moment():
     store, gateway, clock, a_clock = MemoryStore(), Publisher(), Ticking(), Clock()
-    worker_a, worker_b = (ManifestCache(gateway, ttl=60, instance=InstanceCopy(store, "digest", clock=clock),
-                                        clock=cache_clock) for cache_clock in (a_clock, Clock()))
+    worker_a, worker_b = (ManifestCache(gateway, ttl=60, clock=cache_clock, instance=InstanceCopy(
+        store, "digest", clock=clock, in_background=now)) for cache_clock in (a_clock, Clock()))
     a_begun, a_answer = gateway.hold_next()
     a_thread, a_answered = answer_in_thread(worker_a)
     assert a_begun.wait(5)
@@ -279,8 +285,8 @@ def test_of_two_overlapping_fetches_the_later_begun_one_stays_the_instances_copy
     clock = Clock()
     clock.now = 1.8e9  # a wall clock's time
     store, gateway = MemoryStore(clock=clock), Publisher()
-    worker_a, worker_b, worker_c = (ManifestCache(gateway, ttl=60, instance=InstanceCopy(store, "digest", clock=clock))
-                                    for _ in range(3))
+    worker_a, worker_b, worker_c = (ManifestCache(gateway, ttl=60, instance=InstanceCopy(
+        store, "digest", clock=clock, in_background=now)) for _ in range(3))
     begun, answer = gateway.hold_next()
     thread, answered = answer_in_thread(worker_a)
     assert begun.wait(5)
@@ -295,7 +301,7 @@ def test_of_two_overlapping_fetches_the_later_begun_one_stays_the_instances_copy
 
 def test_the_shared_store_records_answers_in_the_order_they_were_asked(tmp_path):
     store = SqliteStore(str(tmp_path / "instance.db"))
-    first, second = (InstanceCopy(store, "digest") for _ in range(2))
+    first, second = (InstanceCopy(store, "digest", in_background=now) for _ in range(2))
     old, new = Manifest(({"name": "old"},), '"v1"'), Manifest(({"name": "new"},), '"v2"')
     assert second.confirm(new, changed=True, asked=2000.0) is False
     assert first.confirm(old, changed=True, asked=1000.0) is True  # outdated: not recorded
@@ -304,4 +310,34 @@ def test_the_shared_store_records_answers_in_the_order_they_were_asked(tmp_path)
     store.put(WRITING, "digest", 12345, 60)  # a worker that died while writing
     assert first.confirm(old, changed=True, asked=3000.0) is False  # no turn: nothing written, no wait past a second
     assert first.load().etag == '"v2"'
+    store.close()
+
+
+def test_a_new_manifests_content_is_written_after_the_answer_and_another_worker_waits_for_it(tmp_path):
+    """The worker that fetched a new manifest answers before its megabyte of content is in the instance
+    store; a worker that needs it meanwhile waits for it, and does not ask the gateway again."""
+    store, gateway, writes = SqliteStore(str(tmp_path / "instance.db")), Publisher(), []
+    asked = []
+    fetch = gateway.fetch_manifest
+    gateway.fetch_manifest = lambda *args: asked.append(args) or fetch(*args)
+    worker_a = ManifestCache(gateway, instance=InstanceCopy(store, "digest", in_background=writes.append))
+    worker_b = ManifestCache(gateway, instance=InstanceCopy(store, "digest"))
+    assert worker_a.get().etag == '"v1"' and len(writes) == 1  # answered, the content not written yet
+    thread, answered = answer_in_thread(worker_b)
+    thread.join(0.3)
+    assert answered == [] and len(asked) == 1  # waiting for it
+    writes.pop()()
+    thread.join(10)
+    assert answered[0].etag == '"v1"' and answered[0].entries == worker_a.get().entries and len(asked) == 1
+    store.close()
+
+
+def test_a_content_is_read_back_from_all_its_parts_or_not_at_all(tmp_path):
+    store = SqliteStore(str(tmp_path / "instance.db"))
+    big, empty = Manifest(tuple({"name": f"tool-{i}"} for i in range(60)), '"big"'), Manifest((), '"empty"')
+    for digest, manifest in (("big-key", big), ("empty-key", empty)):
+        InstanceCopy(store, digest, in_background=now).confirm(manifest, changed=True, asked=1.0)
+        assert InstanceCopy(store, digest).load().entries == manifest.entries
+    store.delete(PARTS, f"{big.content}:1")
+    assert InstanceCopy(store, "big-key").load() is None  # never a manifest with a part missing
     store.close()

@@ -1,9 +1,14 @@
 """A catalogue is built once per manifest content and shared by the tenants holding it, never by
-tenants whose manifests differ (whatever their ETags say); validators are compiled on a tool's first call."""
+tenants whose manifests differ (whatever their ETags say); validators are compiled on a tool's first call; an entry's
+digest, what says two entries are the same, is the same however its value is held."""
+
+import json
+import sys
 
 import responses
 from responses import matchers
 
+from colabhive_mcp import interning
 from colabhive_mcp.config import Config
 from colabhive_mcp.tenant import Tenant
 
@@ -53,3 +58,13 @@ def test_a_validator_is_compiled_on_the_first_call_and_then_judges_as_before():
     assert odd.argument_errors({"anything": 1}) is None  # a broken schema: the gateway judges, as before
     listed = {t["name"]: t for t in catalog.listing("2025-11-25")}
     assert listed["odd"]["inputSchema"] == {"type": "object", "properties": 5}  # and listed as it was
+
+
+def test_entries_read_alike_share_a_digest_and_different_ones_never_do():
+    read = json.loads('{"name": "a", "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}}')
+    again = json.loads(json.dumps(read))
+    made = {"name": sys.intern("a"), "inputSchema": {"type": sys.intern("object"),
+                                                      "properties": {"x": {"type": sys.intern("string")}}}}
+    assert interning.digest(read) == interning.digest(again) == interning.digest(made)  # however its strings are held
+    different = [{**read, "extra": value} for value in (1, 1.0, True, "1", None, [1], {"1": 1})]
+    assert len({interning.digest(d) for d in [read, *different]}) == 1 + len(different)

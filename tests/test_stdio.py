@@ -260,3 +260,20 @@ def test_the_handshake_is_answered_before_the_heavy_libraries_are_imported():
                          env=server_env(COLABHIVE_API_KEY="hive_probe"))
     assert '"protocolVersion"' in out.stdout
     assert "LOADED []" in out.stderr and "AT THE ANSWER []" in out.stderr, out.stderr[-2000:]
+
+
+def test_a_stdio_server_keeps_no_metrics_and_never_imports_prometheus_client(sandbox, tmp_path):
+    """Nothing serves a stdio server's metrics: its tool list and calls happen without prometheus_client."""
+    probe = ("import sys\n"
+             "from colabhive_mcp import cli\n"
+             "try:\n    cli.main(['stdio', '--api-url', sys.argv[1], '--log-level', 'error'])\n"
+             "finally:\n"
+             "    print('LOADED', sorted(m for m in ('prometheus_client', 'requests') if m in sys.modules), file=sys.stderr)\n")
+    with open(tmp_path / "stderr", "w") as stderr:
+        peer = StdioPeer([sys.executable, "-c", probe, sandbox.url], env=server_env(COLABHIVE_API_KEY=DEMO_KEY),
+                         stderr=stderr)
+        peer.initialize()
+        assert len(peer.request("tools/list")["result"]["tools"]) > 3
+        assert "isError" not in peer.request("tools/call", {"name": "echo", "arguments": {"text": "hi"}})["result"]
+        peer.close()
+    assert "LOADED ['requests']" in (tmp_path / "stderr").read_text()

@@ -20,13 +20,13 @@ from typing import ContextManager, Iterator, Sequence
 from .. import logs, tracing, upgrade
 from ..config import SETTINGS, Config, ConfigError
 from ..sources import Resolved, load
-from ..keys import well_formed
+from ..keys import ApiKey, well_formed
 from .arguments import NO_KEY, OK, USAGE, build_parser, command_first
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = command_line()
+    line = command_first(list(sys.argv[1:] if argv is None else argv))
     try:
-        args, unknown = parser.parse_known_args(command_first(list(sys.argv[1:] if argv is None else argv), parser))
+        args, unknown = command_line(line[0]).parse_known_args(line)
         if unknown:
             args.parser.error(f"unrecognized arguments: {' '.join(unknown)}")  # the command's help lists its own
         return args.run(args)
@@ -86,7 +86,9 @@ def gateway_config(args: argparse.Namespace, *, quiet: bool) -> ContextManager[C
 
 
 def run_stdio(args: argparse.Namespace) -> int:
+    from .. import metrics
     from ..protocol import Server
+    from ..saved_manifest import SavedManifest
     from ..tenant import Tenant
     from ..transports import stdio
 
@@ -95,7 +97,9 @@ def run_stdio(args: argparse.Namespace) -> int:
             print("colabhive-mcp: no API key: set COLABHIVE_API_KEY (or pass --sandbox to try the sandbox gateway)",
                   file=sys.stderr)
             return NO_KEY
-        tenant = Tenant(config, config.api_key)
+        metrics.unread()  # nothing serves them here
+        key = ApiKey.of(config.api_key)
+        tenant = Tenant(config, key, saved=None if args.sandbox else SavedManifest.of(config, key))
         tracing.configure()
         logs.log.bind(gateway=config.api_url, tenant=tenant.key_id).info("stdio.ready")
         stdio.serve(Server(config, list_changed=True), tenant, max_message_bytes=config.max_message_bytes, workers=config.workers)
@@ -214,7 +218,7 @@ def run_demo(_args: argparse.Namespace) -> int:
     return demo()
 
 
-def command_line() -> argparse.ArgumentParser:
-    """The command line's parser, with this module's commands."""
+def command_line(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser, with this module's commands (and, given a ``command``, its settings only)."""
     return build_parser({"stdio": run_stdio, "serve": run_serve, "check": run_check, "tools": run_tools,
-                         "call": run_call, "config": run_config, "sandbox": run_sandbox, "demo": run_demo})
+                         "call": run_call, "config": run_config, "sandbox": run_sandbox, "demo": run_demo}, command)

@@ -1,0 +1,125 @@
+"""The manifest a stdio server keeps on disk between starts: asked about with its ETag at the next
+start, served only on the gateway's 304, private to the user, and never a way around the gateway."""
+
+import json
+import os
+import stat
+import sys
+
+import pytest
+
+from colabhive_mcp.cli.demo import StdioPeer
+from colabhive_mcp.gateway import Gateway
+from colabhive_mcp.keys import ApiKey
+from colabhive_mcp.manifest import Manifest, ManifestCache
+from colabhive_mcp.sandbox import DEMO_KEY
+from colabhive_mcp.saved_manifest import SavedManifest
+
+from .test_stdio import server_env
+
+pytestmark = pytest.mark.slow
+
+
+def start(sandbox, cache_home, **env):
+    """A stdio server on the sandbox, saving its manifest under ``cache_home``: its tool list's answer."""
+    peer = StdioPeer([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url, "--retries", "0"],
+                     env=server_env(COLABHIVE_API_KEY=DEMO_KEY, XDG_CACHE_HOME=str(cache_home), **env))
+    try:
+        peer.initialize()
+        return peer.request("tools/list")
+    finally:
+        peer.close()
+
+
+def saved_files(cache_home):
+    directory = cache_home / "colabhive-mcp"
+    return sorted(directory.iterdir()) if directory.exists() else []
+
+
+def first_pages(journal):
+    return [e for e in journal("manifest") if e["cursor"] is None]
+
+
+def test_a_later_start_asks_about_the_saved_manifest_and_downloads_nothing(sandbox, journal, cache_home):
+    first = start(sandbox, cache_home)
+    [saved] = saved_files(cache_home)
+    requests_before = len(journal("manifest"))
+    second = start(sandbox, cache_home)
+    assert second["result"] == first["result"] and len(second["result"]["tools"]) > 3
+    [asked] = journal("manifest")[requests_before:]  # one request: the first page's, answered 304
+    assert asked["status"] == 304 and asked["if_none_match"] == json.loads(saved.read_bytes())["etag"]
+
+
+def test_the_saved_manifest_is_the_users_alone_and_holds_no_key(sandbox, cache_home):
+    start(sandbox, cache_home)
+    [saved] = saved_files(cache_home)
+    assert stat.S_IMODE(os.stat(saved.parent).st_mode) == 0o700 and stat.S_IMODE(os.stat(saved).st_mode) == 0o600
+    assert DEMO_KEY not in saved.name and DEMO_KEY.encode() not in saved.read_bytes()
+
+
+def test_a_changed_manifest_is_downloaded_and_saved_in_place_of_the_old_one(sandbox, journal, cache_home):
+    start(sandbox, cache_home)
+    [saved] = saved_files(cache_home)
+    old_etag = json.loads(saved.read_bytes())["etag"]
+    sandbox.add_action({"name": "published-since", "description": "new", "inputSchema": {"type": "object"}})
+    answer = start(sandbox, cache_home)
+    assert "published-since" in {t["name"] for t in answer["result"]["tools"]}
+    assert [e["status"] for e in first_pages(journal)] == [200, 200]  # the ETag was asked about, and had changed
+    assert saved_files(cache_home) == [saved] and json.loads(saved.read_bytes())["etag"] != old_etag
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_refused_key_is_refused_as_with_nothing_saved_and_its_manifest_deleted(sandbox, cache_home, tmp_path,
+                                                                                  status):
+    start(sandbox, cache_home)
+    sandbox.faults.add(route="manifest", kind="status", status=status, count=None)
+    with_saved = start(sandbox, cache_home)
+    without = start(sandbox, tmp_path / "empty")
+    assert "error" in with_saved and with_saved["error"] == without["error"]
+    assert saved_files(cache_home) == []
+
+
+def test_while_the_gateway_fails_a_saved_manifest_is_not_served(sandbox, cache_home, tmp_path):
+    start(sandbox, cache_home)
+    sandbox.faults.add(route="manifest", kind="status", status=503, count=None)
+    with_saved = start(sandbox, cache_home)
+    without = start(sandbox, tmp_path / "empty")
+    assert "error" in with_saved and with_saved["error"] == without["error"]
+    assert len(saved_files(cache_home)) == 1  # kept: the gateway did not say it was wrong
+
+
+def test_a_saved_manifest_others_could_have_written_is_not_used(sandbox, journal, cache_home):
+    start(sandbox, cache_home)
+    [saved] = saved_files(cache_home)
+    saved.chmod(0o644)
+    start(sandbox, cache_home)
+    saved.parent.chmod(0o755)
+    start(sandbox, cache_home)
+    assert [(e["status"], e["if_none_match"]) for e in first_pages(journal)] == [(200, None)] * 3
+
+
+def test_a_saved_manifest_that_is_not_one_is_fetched_again_and_replaced(sandbox, journal, cache_home):
+    start(sandbox, cache_home)
+    [saved] = saved_files(cache_home)
+    saved.write_text('{"etag": "\\"x\\"", "entries": [{"no": "name"}]}')
+    answer = start(sandbox, cache_home)
+    assert len(answer["result"]["tools"]) > 3 and first_pages(journal)[-1]["if_none_match"] is None
+    assert json.loads(saved.read_bytes())["entries"]
+
+
+def test_with_manifest_cache_off_nothing_is_saved(sandbox, cache_home):
+    start(sandbox, cache_home, COLABHIVE_MANIFEST_CACHE="off")
+    assert saved_files(cache_home) == []
+
+
+def test_a_pinned_server_asks_about_no_saved_manifest_but_the_pinned_one(sandbox, journal, tmp_path):
+    gateway = Gateway(sandbox.url, ApiKey.of(DEMO_KEY), retries=0)
+    saved = SavedManifest(tmp_path / "private" / "manifest-test.json")
+    current = ManifestCache(gateway).get()
+    saved.save(Manifest(current.entries, '"an-older-one"'))
+    assert ManifestCache(gateway, pin=current.etag, saved=saved).get().etag == current.etag
+    assert first_pages(journal)[-1]["if_none_match"] is None  # the saved copy is not the pinned one
+    saved.save(current)
+    assert ManifestCache(gateway, pin=current.etag, saved=saved).get().entries == current.entries
+    assert first_pages(journal)[-1]["status"] == 304
+    gateway.close()
