@@ -271,7 +271,7 @@ def error(id_: RequestId | None, exc: JsonRpcError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id_, "error": exc.to_dict()}
 
 
-def refusal(frame: Frame, exc: JsonRpcError) -> dict[str, Any] | list[dict[str, Any]] | None:
+def errors_for(frame: Frame, exc: JsonRpcError) -> dict[str, Any] | list[dict[str, Any]] | None:
     """The answer a frame gets when it cannot be served: ``exc`` for each of its messages that awaits an
     answer (a request, an invalid message that is not a notification), under its id; nothing when none
     does."""
@@ -286,7 +286,7 @@ def _awaits_answer(frame: Single) -> bool:
 
 def internal_error(frame: Frame) -> dict[str, Any] | list[dict[str, Any]] | None:
     """The answer to a frame whose handling failed unexpectedly: ``-32603`` for each request."""
-    return refusal(frame, JsonRpcError(INTERNAL_ERROR, "Internal error"))
+    return errors_for(frame, JsonRpcError(INTERNAL_ERROR, "Internal error"))
 
 
 def internal(id_: RequestId | None) -> dict[str, Any]:

@@ -108,7 +108,7 @@ class LegacySse:
                     answer = self.core.serve(frame, tenant=tenant, session=opened.session, notify=opened.outbox.put,
                                              trace=trace)
             except ColabHiveError as exc:  # the key was rejected meanwhile, or its limits are reached: said on the stream
-                answer = jsonrpc.refusal(frame, jsonrpc.as_error(exc))  # each request of a batch too
+                answer = jsonrpc.errors_for(frame, jsonrpc.as_error(exc))  # each request of a batch too
             except Exception:
                 answer = failed(frame)
             finally:
