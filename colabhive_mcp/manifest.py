@@ -72,7 +72,8 @@ class Manifest:
 
     @classmethod
     def fetched(cls, document: ManifestDocument) -> Manifest:
-        """The manifest of a document whose entries its fetch interned (``prepare=interning.entry``)."""
+        """The manifest of a document whose entries its fetch interned (a ``prepare`` that calls
+        :func:`interning.entry`)."""
         if len(document.prepared) != len(document.entries):
             return cls(document.entries, document.etag)
         return cls(tuple(e for _, e in document.prepared), document.etag, tuple(d for d, _ in document.prepared),
@@ -225,13 +226,17 @@ class ManifestCache:
     def __init__(self, gateway: Gateway, *, ttl: float = 60.0, pin: str | None = None,
                  snapshot: Manifest | None = None, rejection_ttl: float = 30.0, conditional: bool = True,
                  instance: InstanceCopy | None = None, saved: SavedManifest | None = None,
+                 prepare: Callable[[dict[str, Any]], tuple[str, dict[str, Any]]] = interning.entry,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``pin`` refuses any manifest whose ETag differs; a ``snapshot`` is served forever; a key
         the gateway rejected is answered from memory for ``rejection_ttl`` seconds; without
         ``conditional``, the manifest is fetched whole (no ``If-None-Match``) when it expires;
         ``instance``: the copy shared by the instance's workers; ``saved``: the copy an earlier
-        process kept on disk, which the first fetch asks the gateway about (served only on its 304)."""
+        process kept on disk, which the first fetch asks the gateway about (served only on its 304);
+        ``prepare``: what a fetch does with each entry while the next page is on its way (at least
+        :func:`interning.entry`: the entry's digest, and the process's one copy of it)."""
         self.gateway = gateway
+        self.prepare = prepare
         self.instance = instance
         self.saved = saved
         self.ttl = ttl
@@ -335,7 +340,7 @@ class ManifestCache:
         asked = self.instance.clock() if self.instance is not None else 0.0
         started = time.perf_counter()
         try:
-            document = self.gateway.fetch_manifest(etag if self.conditional else None, interning.entry)
+            document = self.gateway.fetch_manifest(etag if self.conditional else None, self.prepare)
         except KeyRejected as exc:  # no stale copy for a key that is no longer accepted
             self._rejection, self._expires = exc, self.clock() + self.rejection_ttl
             if self.instance is not None:

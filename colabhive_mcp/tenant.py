@@ -27,7 +27,7 @@ from .manifest import InstanceCopy, Manifest, ManifestCache, ManifestError, load
 from .policy import Policy
 from .saved_manifest import SavedManifest
 from .profiles import UNKNOWN, Profile
-from .tools import Catalog, Tool
+from .tools import Catalog, Tool, prepared
 
 
 MIN_WATCH_S = 1.0  # how often, at most, a watched manifest is revalidated
@@ -100,7 +100,7 @@ class Tenant:
                                       snapshot=snapshot, rejection_ttl=config.rejected_key_ttl,
                                       conditional=config.manifest_etag,
                                       instance=InstanceCopy(instance.store, key.digest)
-                                      if instance.store.shared else None, saved=saved)
+                                      if instance.store.shared else None, saved=saved, prepare=prepared)
         self.policy = Policy.from_config(config)
         self.backoff = Backoff(initial=config.poll_initial, maximum=config.poll_max_interval)
         self._catalogs: dict[str, Catalog] = {}  # per client profile, for the current manifest

@@ -16,7 +16,7 @@ from .manifest import Manifest
 from .policy import Policy, side_effects
 from . import interning
 from .encoding import EncodedList
-from .profiles import Profile
+from .profiles import UNKNOWN, Profile
 from .revisions import revision
 from .schemas import Check, portable
 
@@ -83,6 +83,22 @@ class Tool:
             return None
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         return f"Invalid arguments for tool {self.name!r}: " + "; ".join(problems[:3]) + more
+
+
+def prepared(entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A manifest entry as a fetch prepares it while the next page is on its way: interned
+    (:func:`interning.entry`), and its tool definition built as most clients are shown it (the
+    default profile's: names of up to 48 characters, schemas as they are), which a catalogue then
+    finds built."""
+    digest, kept = interning.entry(entry)
+    definition(digest, kept, tool_name(kept["name"], UNKNOWN.name_max), UNKNOWN.strict_schemas)
+    return digest, kept
+
+
+def definition(digest: str, entry: dict[str, Any], name: str, strict: bool) -> dict[str, Any]:
+    """The tool definition of an entry (of ``digest``) under a name and strictness: built once per
+    process, whichever tenant asks."""
+    return interning.built((digest, name, strict), lambda: build_definition(entry, name, strict))
 
 
 def build_definition(entry: dict[str, Any], name: str, strict: bool = False) -> dict[str, Any]:
@@ -156,15 +172,15 @@ class Catalog:
     def __post_init__(self) -> None:
         self.by_name = {}
         self._digests: dict[str, str] = {}
+        strict = self.profile.strict_schemas
         for digest, entry in zip(self.manifest.digests, self.manifest.entries):
             name = tool_name(entry["name"], self.profile.name_max)
             if name not in self.by_name:  # a duplicate slug: the first entry wins
-                self._add(Tool(name, entry, self._definition(digest, entry, name), self.policy.refusal(entry)),
-                          digest)
+                self._add(Tool(name, entry, definition(digest, entry, name, strict), self.policy.refusal(entry)), digest)
         self.by_slug = {t.slug: t for t in self.by_name.values()}
         for entry in self.builtins:
             digest = interning.digest(entry)
-            self._add(Tool(entry["name"], entry, self._definition(digest, entry, entry["name"]),
+            self._add(Tool(entry["name"], entry, definition(digest, entry, entry["name"], strict),
                            self.policy.refusal(entry, builtin=True), builtin=True), digest)
         self.exposed = sorted((t for t in self.by_name.values() if t.refusal is None), key=lambda t: t.name)
         self.shown = self._shown()
@@ -172,11 +188,6 @@ class Catalog:
     def _add(self, tool: Tool, digest: str) -> None:
         self.by_name[tool.name] = tool
         self._digests[tool.name] = digest
-
-    def _definition(self, digest: str, entry: dict[str, Any], name: str) -> dict[str, Any]:
-        """Built once per process for an entry, name and strictness, whichever tenant asks."""
-        strict = self.profile.strict_schemas
-        return interning.built((digest, name, strict), lambda: build_definition(entry, name, strict))
 
     def _shown(self) -> list[Tool]:
         """What ``tools/list`` shows: everything, or — past the profile's cap — the built-ins
