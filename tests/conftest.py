@@ -1,5 +1,7 @@
 """Shared fixtures: a real sandbox gateway on loopback, and tenants/servers pointed at it."""
 
+import secrets
+
 import pytest
 
 from colabhive_mcp.config import Config
@@ -52,6 +54,26 @@ def server(config):
 def journal(sandbox):
     """``journal(route=None)``: the sandbox's recorded gateway requests, optionally of one route."""
     return lambda route=None: [e for e in sandbox.journal_entries() if route is None or e["route"] == route]
+
+
+class Trace:
+    """A test's own W3C trace context: send ``headers`` with its call, and ``journal(route)`` holds only the
+    gateway requests made for that call (the server passes the context on to every one of them)."""
+
+    def __init__(self, journal):
+        self.parent = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
+        self.headers = {"traceparent": self.parent}
+        self._journal = journal
+
+    def journal(self, route=None):
+        return [e for e in self._journal(route) if e["traceparent"] == self.parent]
+
+
+@pytest.fixture
+def own_trace(journal):
+    """This test's call, told apart from what a server shared with earlier tests still does for them (a
+    task polling on, a call being cancelled): waiting for *a* poll is not waiting for this call's."""
+    return Trace(journal)
 
 
 @pytest.fixture(scope="session")

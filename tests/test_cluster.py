@@ -20,6 +20,7 @@ from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 from .http_server import SECRET, log_events
 from .nginx import ROOT, binary, free_address
 from .test_http import MODERN, initialize, modern, post, rpc, sdk_session
+from .waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -112,20 +113,16 @@ def test_a_task_created_through_one_instance_is_read_through_the_other(cluster, 
     assert "error" in other_key  # bound to its key, on every instance
 
 
-def test_a_cancel_through_nginx_reaches_the_gateway(cluster, sandbox, journal):
+def test_a_cancel_through_nginx_reaches_the_gateway(cluster, sandbox, own_trace):
     session = initialize(cluster.url)
     call = threading.Thread(target=lambda: rpc(cluster.url, "tools/call", {
-        "name": "batch-report", "arguments": {"seconds": 60}, "_meta": {"progressToken": 1}}, session=session, id_=41))
+        "name": "batch-report", "arguments": {"seconds": 60}, "_meta": {"progressToken": 1}}, session=session, id_=41,
+        **own_trace.headers))
     call.start()
-    deadline = time.monotonic() + 15
-    while not journal("poll"):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    assert wait_until(lambda: own_trace.journal("poll"), timeout=15), "the call never reached the gateway"
     assert post(cluster.url, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 41}},
                 **{"Mcp-Session-Id": session}).status_code == 202
-    while not journal("cancel"):
-        assert time.monotonic() < deadline + 5, "the cancel never reached the gateway"
-        time.sleep(0.05)
+    assert wait_until(lambda: own_trace.journal("cancel"), timeout=10), "the cancel never reached the gateway"
     call.join(15)
 
 

@@ -231,7 +231,7 @@ def test_keep_alive_comments_flow_while_nothing_happens(hosted):
     assert ": keep-alive" in response.text
 
 
-def test_a_client_that_disconnects_mid_stream_stops_the_polling(hosted, sandbox, journal):
+def test_a_client_that_disconnects_mid_stream_stops_the_polling(hosted, sandbox, own_trace):
     session = initialize(hosted.url)
     body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                        "params": {"name": "batch-report", "arguments": {"seconds": 60},
@@ -240,16 +240,14 @@ def test_a_client_that_disconnects_mid_stream_stops_the_polling(hosted, sandbox,
         sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      b"Accept: application/json, text/event-stream\r\n"
                      + f"Authorization: Bearer {DEMO_KEY}\r\nMcp-Session-Id: {session}\r\n"
-                       f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                       f"traceparent: {own_trace.parent}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
         assert b"notifications/progress" in _read_until(sock, b"notifications/progress")
     left = time.time()
-    deadline = time.monotonic() + 10
-    while not journal("cancel") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert journal("cancel") and journal("cancel")[0]["t"] - left < 3
-    polls = len(journal("poll"))
+    cancels = wait_until(lambda: own_trace.journal("cancel"), timeout=10)
+    assert cancels and cancels[0]["t"] - left < 3
+    polls = len(own_trace.journal("poll"))
     time.sleep(1)
-    assert len(journal("poll")) == polls  # nobody polls for a client that left
+    assert len(own_trace.journal("poll")) == polls  # nobody polls for a client that left
 
 
 def _read_until(sock, marker, limit=1 << 20):
@@ -496,7 +494,7 @@ def test_eviction_under_a_call_in_flight_does_not_break_it(gateway_sandbox):
     assert "pool.tenant_evicted" in log
 
 
-def test_a_modern_client_closing_a_plain_json_call_cancels_it(hosted, sandbox, journal):
+def test_a_modern_client_closing_a_plain_json_call_cancels_it(hosted, sandbox, own_trace):
     body = json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
         "name": "batch-report", "arguments": {"seconds": 60},
         "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
@@ -505,14 +503,11 @@ def test_a_modern_client_closing_a_plain_json_call_cancels_it(hosted, sandbox, j
         sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      b"Accept: application/json\r\nMcp-Method: tools/call\r\nMcp-Name: batch-report\r\n"
                      + f"MCP-Protocol-Version: {MODERN}\r\nX-API-Key: {DEMO_KEY}\r\n"
-                       f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-        deadline = time.monotonic() + 10
-        while not journal("poll") and time.monotonic() < deadline:
-            time.sleep(0.05)
+                       f"traceparent: {own_trace.parent}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        assert wait_until(lambda: own_trace.journal("poll"), timeout=15), "the call never reached the gateway"
     left = time.time()
-    while not journal("cancel") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert journal("cancel") and journal("cancel")[0]["t"] - left < 2
+    cancels = wait_until(lambda: own_trace.journal("cancel"), timeout=10)
+    assert cancels and cancels[0]["t"] - left < 2
 
 
 @pytest.mark.parametrize("how", ["gunicorn_conf", "debug"])
@@ -698,7 +693,7 @@ def test_a_request_can_narrow_the_tool_set_but_never_widen_it(gateway_sandbox):
         server.stop()
 
 
-def test_a_cancellation_reaching_another_worker_still_stops_the_call(gateway_sandbox, sandbox, journal, tmp_path):
+def test_a_cancellation_reaching_another_worker_still_stops_the_call(gateway_sandbox, sandbox, own_trace, tmp_path):
     relay = {"COLABHIVE_RUNTIME_DIR": str(tmp_path)}  # what the workers of one instance share
     first = HttpServer(gateway_sandbox.url, "--http-workers", "1", env=relay)
     second = HttpServer(gateway_sandbox.url, "--http-workers", "1", env=relay)
@@ -708,11 +703,10 @@ def test_a_cancellation_reaching_another_worker_still_stops_the_call(gateway_san
         answers = []
         call = threading.Thread(target=lambda: answers.append(rpc(
             first.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 60},
-                                      "_meta": {"progressToken": 1}}, session=session, id_=request_id)))
+                                      "_meta": {"progressToken": 1}}, session=session, id_=request_id,
+            **own_trace.headers)))
         call.start()
-        deadline = time.monotonic() + 10
-        while not journal("poll") and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert wait_until(lambda: own_trace.journal("poll"), timeout=15)
         sent = time.time()
         cancel = post(second.url, {"jsonrpc": "2.0", "method": "notifications/cancelled",
                                    "params": {"requestId": request_id, "reason": "r" * 10_000}},
@@ -720,9 +714,8 @@ def test_a_cancellation_reaching_another_worker_still_stops_the_call(gateway_san
         assert cancel.status_code == 202
         markers = list((tmp_path / "cancel").iterdir())
         assert markers and all(m.stat().st_size < 512 and "xxxx" not in m.read_text() for m in markers)
-        while not journal("cancel") and time.monotonic() < deadline + 5:
-            time.sleep(0.05)
-        assert journal("cancel") and journal("cancel")[0]["t"] - sent < 1.5
+        cancels = wait_until(lambda: own_trace.journal("cancel"), timeout=10)
+        assert cancels and cancels[0]["t"] - sent < 1.5
         call.join(10)
         assert not any(request_id in line for line in answers[0].text.splitlines())  # no answer for it
     finally:

@@ -129,7 +129,7 @@ def test_a_marker_is_relayed_once_and_removed_when_its_minute_is_up(idle, tmp_pa
     assert os.listdir(tmp_path) == []
 
 
-def test_a_cancellation_reaching_the_worker_running_the_call_writes_no_marker(gateway_sandbox, sandbox, journal,
+def test_a_cancellation_reaching_the_worker_running_the_call_writes_no_marker(gateway_sandbox, sandbox, own_trace,
                                                                                tmp_path):
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
@@ -137,12 +137,12 @@ def test_a_cancellation_reaching_the_worker_running_the_call_writes_no_marker(ga
     try:
         session = initialize(server.url)
         call = threading.Thread(target=lambda: rpc(server.url, "tools/call", {
-            "name": "batch-report", "arguments": {"seconds": 60}}, session=session, id_=5))
+            "name": "batch-report", "arguments": {"seconds": 60}}, session=session, id_=5, **own_trace.headers))
         call.start()
-        assert wait_until(lambda: journal("poll"), timeout=15)
+        assert wait_until(lambda: own_trace.journal("poll"), timeout=15)
         assert post(server.url, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}},
                     **{"Mcp-Session-Id": session}).status_code == 202
-        assert wait_until(lambda: journal("cancel"), timeout=10)  # applied here
+        assert wait_until(lambda: own_trace.journal("cancel"), timeout=10)  # applied here
         assert list((runtime / "cancel").iterdir()) == []  # and nothing relayed
         call.join(15)
     finally:

@@ -120,7 +120,8 @@ def test_the_http_header_is_carried_for_a_legacy_session_up_to_the_cancel(hosted
     assert wait_until(lambda: [e for e in journal("poll") if e["traceparent"] == PARENT], timeout=15)  # ours polls
     assert post(hosted.url, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 41}},
                 **{"Mcp-Session-Id": session}).status_code == 202
-    assert wait_until(lambda: journal("cancel"), timeout=10), "the cancel never reached the gateway"
+    assert wait_until(lambda: [e for e in journal("cancel") if e["traceparent"] == PARENT], timeout=10), \
+        "the cancel never reached the gateway"
     call.join(15)
     assert set(traced(journal())) >= {("invoke", PARENT, STATE), ("poll", PARENT, STATE), ("cancel", PARENT, STATE)}
 
