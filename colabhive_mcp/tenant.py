@@ -23,7 +23,8 @@ from .invocation import Backoff, follow
 from .instance import Instance
 from .limits import BUSY_RETRY_S, LimitReached
 from .logs import log
-from .manifest import InstanceCopy, Manifest, ManifestCache, ManifestError, load_snapshot
+from .instance_copy import InstanceCopy
+from .manifest import Manifest, ManifestCache, ManifestError, load_snapshot
 from .policy import Policy
 from .saved_manifest import SavedManifest
 from .profiles import UNKNOWN, Profile

@@ -8,8 +8,8 @@ import pytest
 
 from colabhive_mcp.gateway import Gateway, ManifestDocument
 from colabhive_mcp.keys import ApiKey, KeyRejected
-from colabhive_mcp.manifest import (COPIES, CONTENTS, KEPT_S, PARTS, SOON_S, WRITING, InstanceCopy, Manifest,
-                                   ManifestCache, ManifestError, load_snapshot)
+from colabhive_mcp.instance_copy import COPIES, CONTENTS, KEPT_S, PARTS, WRITING, InstanceCopy
+from colabhive_mcp.manifest import SOON_S, Manifest, ManifestCache, ManifestError, load_snapshot
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.store import MemoryStore, SqliteStore
 
