@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .config import Config
 from .detached import DetachedCalls
-from .limits import Limits
+from .limits import Limits, Quotas
 from .state import InstanceStore
 from .memory_store import MemoryStore
 
@@ -24,4 +24,4 @@ class Instance:
     def of(cls, config: Config, store: InstanceStore | None = None) -> Instance:
         """The instance over ``store`` (by default, this process's memory)."""
         store = store if store is not None else MemoryStore()
-        return cls(store, DetachedCalls(store, config.host_timeout_grace), Limits(config, store))
+        return cls(store, DetachedCalls(store, config.host_timeout_grace), Limits(Quotas.of(config), store))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from dataclasses import dataclass, fields
 from typing import Iterator
 
 from .errors import LIMIT_REACHED, ColabHiveError
@@ -37,9 +38,24 @@ class LimitReached(ColabHiveError):
         self.status = self.http_status = status
 
 
+@dataclass(frozen=True)
+class Quotas:
+    """The settings :class:`Limits` holds an instance to, as the settings table names and explains them."""
+
+    tenant_max_concurrent: int
+    tenant_calls_per_minute: int
+    tenant_max_streams: int
+    rejected_keys_per_minute: int
+    cold_fetches_per_minute: int
+
+    @classmethod
+    def of(cls, config: Config) -> Quotas:
+        return cls(**{f.name: getattr(config, f.name) for f in fields(cls)})
+
+
 class Limits:
-    def __init__(self, config: Config, store: InstanceStore | None = None) -> None:
-        self.config = config
+    def __init__(self, quotas: Quotas, store: InstanceStore | None = None) -> None:
+        self.quotas = quotas
         self.store: InstanceStore = store or MemoryStore()
         self._checking: dict[str, tuple[threading.BoundedSemaphore, int]] = {}  # address -> (its checks, waiters)
         self._lock = threading.Lock()
@@ -48,7 +64,7 @@ class Limits:
     def call(self, digest: str) -> Iterator[None]:
         """A tool call of the key with this digest, within ``tenant_max_concurrent`` and
         ``tenant_calls_per_minute``; raises :class:`LimitReached`."""
-        limit, per_minute = self.config.tenant_max_concurrent, self.config.tenant_calls_per_minute
+        limit, per_minute = self.quotas.tenant_max_concurrent, self.quotas.tenant_calls_per_minute
         with self._place(CALLS, digest, limit, LimitReached(
                 f"This API key already has {limit} ColabHive calls running (the limit is {limit}); try again "
                 "when one finishes.", BUSY_RETRY_S)):
@@ -60,7 +76,7 @@ class Limits:
 
     def held(self, digest: str) -> contextlib.AbstractContextManager[None]:
         """A stream or a wait the key holds open, within ``tenant_max_streams``; raises :class:`LimitReached`."""
-        limit = self.config.tenant_max_streams
+        limit = self.quotas.tenant_max_streams
         return self._place(HELD, digest, limit, LimitReached(
             f"This API key already holds {limit} streams and waits open (the limit is {limit}); close one, "
             "or try again later.", BUSY_RETRY_S * 6, 429))  # the key's own limit
@@ -76,7 +92,7 @@ class Limits:
         all (503 past it); each process checks :data:`CHECKS_PER_ADDRESS` of one address at once,
         the others waiting their turn."""
         with self._turn(address):
-            per_address, per_minute = self.config.rejected_keys_per_minute, self.config.cold_fetches_per_minute
+            per_address, per_minute = self.quotas.rejected_keys_per_minute, self.quotas.cold_fetches_per_minute
             if per_address and not self._room(REFUSED, address, per_address):
                 wait = self.store.next_free(REFUSED, address)
                 raise LimitReached(f"Your address sent {per_address} API keys that ColabHive rejected in the last "

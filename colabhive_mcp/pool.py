@@ -23,7 +23,7 @@ from cachetools import LRUCache
 from . import metrics
 from .config import Config
 from .keys import ApiKey, KeyRejected
-from .limits import LimitReached, Limits
+from .limits import LimitReached, Limits, Quotas
 from .logs import log
 from .state import InstanceStore
 from .memory_store import MemoryStore
@@ -75,7 +75,7 @@ class TenantPool:
         self.config = config
         self.factory = factory
         self.store = store or MemoryStore()
-        self.limits = limits or Limits(config, self.store)
+        self.limits = limits or Limits(Quotas.of(config), self.store)
         self._lock = threading.Lock()
         self._slots: _EvictingLRU = _EvictingLRU(size or config.pool_size, self._evicted)
         self._key_checks: dict[str, _KeyCheck] = {}
