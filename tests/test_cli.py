@@ -246,12 +246,13 @@ def test_a_key_of_another_shape_gets_a_warning_not_a_refusal(sandbox, key):
     assert "warning" not in cli("check", sandbox=sandbox, key=DEMO_KEY).stderr
 
 
-def test_serve_refuses_an_address_in_use_in_one_line_before_gunicorn_starts():
+@pytest.mark.parametrize("sandbox", [(), ("--sandbox",)], ids=["gateway", "sandbox"])
+def test_serve_refuses_an_address_in_use_in_one_line_before_gunicorn_starts(sandbox):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = run("serve", "--bind", f"127.0.0.1:{port}", COLABHIVE_SESSION_SECRET=SECRET)
+        result = run("serve", *sandbox, "--bind", f"127.0.0.1:{port}", COLABHIVE_SESSION_SECRET=SECRET)
     assert result.returncode == 2
     assert result.stderr == f"colabhive-mcp: 127.0.0.1:{port} is in use; pass --bind 127.0.0.1:PORT\n"
 

@@ -112,9 +112,14 @@ UNPINNED = re.compile(r"(?:pipx?|uv(?: pip)?) install (?:-\S+ )*['\"]?colabhive-
                       r"|uvx colabhive-mcp(?!@)")
 
 
-@pytest.mark.parametrize("path", ["README.rst", *sorted(p.relative_to(ROOT).as_posix() for p in DOCS.glob("*.rst"))])
+SHIPPED_TEXT = ["README.rst", *sorted(p.relative_to(ROOT).as_posix() for p in [
+    *DOCS.glob("*.rst"), *(ROOT / "conf").rglob("*"), *(ROOT / "scripts").glob("*.py")] if p.is_file())]
+
+
+@pytest.mark.parametrize("path", SHIPPED_TEXT)
 def test_every_install_command_is_pinned_or_from_a_checkout(path):
-    """The package index's unpinned colabhive-mcp is 0.3.4, another package: no page may install it."""
+    """The package index's unpinned colabhive-mcp is 0.3.4, another package: no page, configuration file or
+    script may install it."""
     text = (ROOT / path).read_text()
     assert not UNPINNED.findall(text), UNPINNED.findall(text)
     assert UNPINNED.search("pip install colabhive-mcp") and UNPINNED.search("uvx colabhive-mcp --version")

@@ -117,11 +117,11 @@ def run_serve(args: argparse.Namespace) -> int:
 
     if args.sandbox and not _loopback(resolved.config.bind.rpartition(":")[0]):
         raise ConfigError("the sandbox serves demo keys to anyone: bind serve --sandbox to loopback (127.0.0.1)")
+    _check_free(resolved.config.bind)  # before a sandbox starts or a secret is made up: their lines would come first
     with gateway(resolved, args.sandbox, uses_key=resolved.config.single_tenant) as config:
         if args.debug or args.sandbox or config.single_tenant:
             config = hosting.made_up_secret(config)
         check_config(config)
-        _check_free(config.bind)
         if args.sandbox:
             _show_sandbox(config)
         logs.log.bind(bind=config.bind, gateway=config.api_url, single_tenant=config.single_tenant,
