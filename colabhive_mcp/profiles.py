@@ -84,6 +84,13 @@ def lists_differently(profile: Profile, config: Config) -> bool:
     return listing_shape(profile) != listing_shape(for_client(None, config))
 
 
+@lru_cache(maxsize=16)
+def lists_by_client(config: Config) -> bool:
+    """Whether ``tools/list`` depends on who asks: some known host is shown a variant (``client_profile``
+    is ``auto`` and the overrides leave the profiles' shapes apart)."""
+    return any(lists_differently(for_client({"name": needles[0]}, config), config) for needles, _ in KNOWN)
+
+
 def wait_budget(profile: Profile, progress: bool) -> float | None:
     """How long a call may wait for its result before it must answer (with a continuation if need
     be), so that it answers shortly before its host gives up; ``None``: the host sets no limit.

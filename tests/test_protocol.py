@@ -1,5 +1,6 @@
 """The protocol core, driven in-process against a tenant on the sandbox gateway (both eras)."""
 
+import dataclasses
 import threading
 import time
 
@@ -122,8 +123,16 @@ def test_discover_and_stateless_requests(client):
     assert result["resultType"] == "complete" and result["ttlMs"] > 0 and result["cacheScope"] == "public"
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "colabhive-mcp"
     listed = client.modern("tools/list")["result"]
-    assert listed["resultType"] == "complete" and listed["cacheScope"] == "private" and listed["ttlMs"] == 60000
+    assert listed["resultType"] == "complete" and listed["cacheScope"] == "private"
+    assert listed["ttlMs"] == 0  # lists differ by client (Cursor's profile): none may be cached for the key
     assert "execution" not in listed["tools"][0]
+
+
+@pytest.mark.parametrize("profile", ["claude-code", "cursor"])
+def test_a_list_every_client_gets_alike_is_cacheable_for_the_manifest_ttl(config, tenant, profile):
+    pinned = Client(Server(dataclasses.replace(config, client_profile=profile)), tenant)
+    listed = pinned.modern("tools/list")["result"]
+    assert listed["cacheScope"] == "private" and listed["ttlMs"] == config.manifest_ttl * 1000
 
 
 def test_modern_envelope_errors(client):

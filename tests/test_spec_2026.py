@@ -190,13 +190,16 @@ def test_a_failed_task_says_why_and_never_changed_before_it_was_created(server):
 # -- client profiles never leak between two clients of one key ---------------------------------------
 
 def test_a_profile_variant_is_never_cached_or_paged_for_another_client(server):
-    """Cursor's profile lists fewer tools with shorter names: its list is sent with ttlMs 0 (a
-    cache shared by the key's clients must not keep it), and its cursors are not another's."""
+    """Cursor's profile lists fewer tools with shorter names. While lists differ by client, none is
+    cacheable (a cache shared by the key's clients must keep neither Cursor's list for another client
+    nor the default list for Cursor), and a variant's cursors are not another's."""
     cursor_client = {"_meta": {CLIENT: {"name": "cursor-vscode", "version": "1"}}}
     varied = modern(server.url, "tools/list", cursor_client).json()["result"]
     plain = modern(server.url, "tools/list", {"_meta": {CLIENT: {"name": "some-agent", "version": "1"}}}).json()["result"]
     assert varied["cacheScope"] == plain["cacheScope"] == "private"
-    assert varied["ttlMs"] == 0 and plain["ttlMs"] > 0
+    assert varied["ttlMs"] == plain["ttlMs"] == 0
+    narrowed = modern(server.url, "tools/list", **{"X-ColabHive-Tools": "echo"}).json()["result"]
+    assert narrowed["ttlMs"] == 0  # a cache cannot tell it from the whole list
     foreign = modern(server.url, "tools/list", {"cursor": varied["nextCursor"]})
     assert error_of(foreign, 200)["error"]["code"] == -32602
     own = modern(server.url, "tools/list", {"cursor": varied["nextCursor"], **cursor_client}).json()["result"]

@@ -36,8 +36,9 @@ def tools_list(request: Request, config: Config) -> dict[str, Any]:
     result: dict[str, Any] = {"tools": listing if whole else listing[start:end]}
     if end < len(listing):
         result["nextCursor"] = _make_cursor(end, fingerprint)
-    if request.modern:
-        result.update(ttlMs=0 if variant else int(config.manifest_ttl * 1000), cacheScope="private")
+    if request.modern:  # a cache keyed by the key alone must not hand one client's list to another
+        cacheable = request.narrow is None and not profiles.lists_by_client(config)
+        result.update(ttlMs=int(config.manifest_ttl * 1000) if cacheable else 0, cacheScope="private")
     return result
 
 
