@@ -6,17 +6,21 @@ Clients of different addresses are loopback sources (127.0.0.2, 127.0.0.3, …):
 that names no other client is the client, as a direct one on the internet would be."""
 
 import concurrent.futures
+import contextlib
 import json
+import queue
 import re
 import socket
+import threading
 import time
 
 import pytest
 import requests
 
+from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import client
+from .http_server import client, log_events
 from .test_admission import server
 from .test_http import ACCEPT_BOTH, MODERN, initialize, post
 
@@ -106,7 +110,9 @@ def test_a_key_is_admitted_only_when_the_gateway_says_yes(gateway_sandbox, sandb
         finally:
             sandbox.faults.clear()
         assert tools_list(requests, two.url, "hive_junk_while_it_fails").status_code == 401
-        assert "pool.tenant_added" not in [e for e in two.stderr().splitlines() if "junk" in e]
+        added = {e["tenant"] for e in log_events(two.stderr(), "pool.tenant_added")}
+        assert ApiKey.of(DEMO_KEY).log_id in added  # the records are there to read
+        assert ApiKey.of("hive_junk_while_it_fails").log_id not in added  # never a tenant, answered or not
 
 
 def test_ping_notifications_and_delete_never_wait_for_the_gateway(gateway_sandbox, sandbox):
@@ -132,6 +138,45 @@ def test_ping_notifications_and_delete_never_wait_for_the_gateway(gateway_sandbo
             assert time.monotonic() - started < 2
         finally:
             sandbox.faults.clear()
+
+
+def test_the_2024_sse_transport_answers_ping_and_notifications_without_the_gateway(gateway_sandbox, sandbox):
+    """On 2024-11-05's HTTP+SSE too, an open session's ping is answered on its stream at once and its
+    notifications are taken, while the manifest route hangs and the worker no longer holds the key's
+    tenant (they waited for the gateway, 20 s and more, behind the session's calls)."""
+    with server(gateway_sandbox.url, "--http-workers", "1", pool_size=1, manifest_ttl=0) as one:
+        headers = {"Authorization": f"Bearer {DEMO_KEY}", "Accept": "text/event-stream"}
+        with requests.get(one.root + "/sse", headers=headers, stream=True, timeout=60) as stream:
+            lines = stream.iter_lines(decode_unicode=True)
+            assert next(lines) == "event: endpoint"
+            messages = one.root + next(lines).removeprefix("data: ")
+            answers = queue.Queue()
+            threading.Thread(target=_read_answers, args=(lines, answers), daemon=True).start()
+            assert post(messages, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}}
+                        ).status_code == 202
+            assert answers.get(timeout=30)["id"] == 0
+            assert post(messages, {"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+            assert post(one.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+                key=DEMO_KEY_B).status_code == 200  # the pool of one now holds the other key
+            sandbox.faults.add(route="manifest", kind="hang", count=None, seconds=20)
+            try:
+                for i in range(1, 4):
+                    assert post(messages, {"jsonrpc": "2.0", "id": i, "method": "ping"}).status_code == 202
+                    assert post(messages, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {
+                        "requestId": 99}}).status_code == 202
+                    assert answers.get(timeout=10) == {"jsonrpc": "2.0", "id": i, "result": {}}
+            finally:
+                sandbox.faults.clear()
+
+
+def _read_answers(lines, answers):
+    """Put each message of an SSE stream in ``answers``, until the stream closes (the test's end)."""
+    with contextlib.suppress(Exception):
+        for line in lines:
+            if line.startswith("data: "):
+                answers.put(json.loads(line[6:]))
 
 
 def test_a_malformed_chunked_body_is_a_400(hosted):

@@ -14,7 +14,7 @@ import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 from werkzeug.wrappers import Response
 
@@ -95,6 +95,10 @@ class LegacySse:
             frame = jsonrpc.parse(body(request))
         except JsonRpcError as exc:
             return json_response(jsonrpc.error(None, exc), 400)
+        if self.core.plan(frame, opened.session).light:  # a ping, a notification, an answer to us: served now,
+            self.tenancy.not_refused(key)  # asking the gateway nothing, never queued behind the session's calls
+            self._answer(opened, self.core.serve(frame, tenant=None, session=opened.session, notify=opened.outbox.put))
+            return _accepted()
 
         if not opened.backlog.acquire(blocking=False):
             raise HttpError(429, jsonrpc.INVALID_REQUEST, f"This session already has {MESSAGE_BACKLOG} messages "
@@ -113,12 +117,22 @@ class LegacySse:
                 answer = failed(frame)
             finally:
                 opened.backlog.release()
-            if answer is not None:
-                opened.outbox.put(answer)
+            self._answer(opened, answer)
 
         try:
             opened.work.submit(work)
         except RuntimeError:  # the stream closed meanwhile
             opened.backlog.release()
             raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown session (its stream has closed)") from None
-        return Response(b"Accepted", 202, mimetype="text/plain")
+        return _accepted()
+
+    @staticmethod
+    def _answer(opened: _Stream, answer: dict[str, Any] | list[dict[str, Any]] | None) -> None:
+        if answer is not None:
+            opened.outbox.put(answer)
+
+
+def _accepted() -> Response:
+    """A message taken: its answer, if any, leaves on the session's stream (a new object each time:
+    the edge adds its own headers)."""
+    return Response(b"Accepted", 202, mimetype="text/plain")
