@@ -149,10 +149,10 @@ class Tenant:
 
     # -- work the caller follows itself (tasks) ----------------------------------------------------
 
-    def start(self, tool: Tool, arguments: dict[str, Any]) -> Invocation:
+    def start(self, tool: Tool, arguments: dict[str, Any], lifetime: float) -> Invocation:
         """Start the tool's work without waiting for it; the invocation. It counts against the key's
         limits as a call does (started this minute, and running until the work ends upstream, which
-        a thread of this process follows for as long as the tool's call would wait). Raises
+        a thread of this process follows for the task's ``lifetime`` at most, in seconds). Raises
         :class:`LimitReached` and :class:`Unreachable`."""
         place = contextlib.ExitStack()
         place.enter_context(self.limits.call(self.digest))
@@ -164,13 +164,13 @@ class Tenant:
         except BaseException:
             place.close()
             raise
-        threading.Thread(target=self._hold_while_running, args=(invocation, place, self.max_wait(tool.entry)),
+        threading.Thread(target=self._hold_while_running, args=(invocation, place, lifetime),
                          name="mcp-task-place", daemon=True).start()
         return invocation
 
     def _hold_while_running(self, invocation: Invocation, place: contextlib.ExitStack, max_wait: float) -> None:
         """Give the task's place back once its work ends upstream (or stops answering, or outlives
-        ``max_wait``)."""
+        ``max_wait``, its task's lifetime)."""
         with place:
             try:
                 follow(self.gateway, invocation, cancelled=threading.Event(), max_wait=max_wait, backoff=self.backoff)

@@ -1,6 +1,7 @@
 """Confirmation of tools with side effects through MCP elicitation, in both eras and transports."""
 
 import sys
+import threading
 
 import anyio
 import httpx2
@@ -9,13 +10,14 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ElicitResult
 
-from colabhive_mcp.protocol import Server
+from colabhive_mcp.protocol import Server, Session, jsonrpc
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.tenant import Tenant
 
 from .http_server import HttpServer
 from .test_protocol import Client as CoreClient
 from .test_stdio import server_env
+from .test_task_gates import WRITER
 
 pytestmark = pytest.mark.real_clients
 
@@ -80,6 +82,36 @@ def test_without_elicitation_require_refuses_and_ask_runs(config, journal):
     lenient = CoreClient(Server(config.replace(confirm_side_effects="ask")), Tenant(config, config.api_key))
     lenient.initialize()
     assert not lenient.call("crm-create-contact", CONTACT)["result"].get("isError")
+
+
+@pytest.mark.parametrize("answer", ["accept", "decline"])
+def test_a_2025_task_is_created_only_once_the_user_confirms(config, sandbox, journal, answer):
+    """2025-11-25: a tools/call that asks for a task is confirmed (elicitation/create) before the task
+    exists; declined, nothing reaches the gateway."""
+    sandbox.add_action(WRITER, seconds=1.0)
+    server, tenant, session = Server(config.replace(confirm_side_effects="require")), Tenant(config, config.api_key), \
+        Session(id="a-2025-task")
+    invoked_when_asked = []
+
+    def send(message):
+        return server.serve(jsonrpc.frame_of(message), tenant=tenant, session=session, notify=on_message)
+
+    def on_message(message):
+        if message.get("method") == "elicitation/create":
+            invoked_when_asked.append(len(journal("invoke")))
+            said = {"action": "accept", "content": {"confirm": True}} if answer == "accept" else {"action": answer}
+            threading.Thread(target=send, args=({"jsonrpc": "2.0", "id": message["id"], "result": said},)).start()
+
+    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t", "version": "1"}}})
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    result = send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "slow-writer", "arguments": {"text": "hi"}, "task": {"ttl": 60000}}})["result"]
+    assert invoked_when_asked == [0]
+    if answer == "accept":
+        assert result["task"]["status"] == "working" and [e["slug"] for e in journal("invoke")] == ["slow-writer"]
+    else:
+        assert result["isError"] and "did not allow" in result["content"][0]["text"] and journal("invoke") == []
 
 
 def test_a_request_state_is_bound_to_the_exact_arguments(config, journal):

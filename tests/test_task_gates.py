@@ -68,9 +68,10 @@ def test_a_2025_task_is_refused_to_a_client_that_cannot_confirm(confirming, writ
 
 def test_tasks_hold_the_keys_call_places_while_they_run(gateway_sandbox, sandbox, journal):
     """With one call at a time per key, one of six task calls starts, and neither another task nor a
-    call starts until its work has ended upstream; then both do. 2025-11-25 tasks count too."""
-    with server(gateway_sandbox.url, "--http-workers", "2", tenant_max_concurrent=1) as two:
-        answers = [task_call(two.url, "batch-report", {"seconds": 3})["result"] for _ in range(6)]
+    call starts until its work has ended upstream, even past the longest a call would wait; then both
+    do. 2025-11-25 tasks count too."""
+    with server(gateway_sandbox.url, "--http-workers", "2", tenant_max_concurrent=1, poll_max_wait=1) as two:
+        answers = [task_call(two.url, "batch-report", {"seconds": 8})["result"] for _ in range(6)]
         created = [a for a in answers if a.get("resultType") == "task"]
         refused = [a for a in answers if a.get("isError")]
         assert len(created) == 1 and len(refused) == 5 and len(journal("invoke")) == 1
@@ -81,7 +82,9 @@ def test_tasks_hold_the_keys_call_places_while_they_run(gateway_sandbox, sandbox
         legacy = rpc(two.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 1},
                                               "task": {"ttl": 60000}}, session=session).json()["result"]
         assert legacy["isError"] is True and len(journal("invoke")) == 1
-        deadline = time.monotonic() + 20
+        time.sleep(1.5)  # past poll_max_wait: the task's work (8 s) still runs, and still holds its place
+        assert task_call(two.url, "batch-report", {"seconds": 1})["result"].get("isError") is True
+        deadline = time.monotonic() + 30
         while modern(two.url, "tools/call", {"name": "echo", "arguments": {"text": "x"}}).json()["result"].get("isError"):
             assert time.monotonic() < deadline, "the task's place never came back"
             time.sleep(0.2)

@@ -50,7 +50,7 @@ def create(context: Context, request: Request, tool: Tool, arguments: dict[str, 
             return None
         raise JsonRpcError(METHOD_NOT_FOUND, f"Tool {tool.name!r} does not run as a task (taskSupport forbidden)")
     try:
-        invocation = request.tenant.start(tool, arguments)
+        invocation = request.tenant.start(tool, arguments, TTL_MS / 1000)
     except (Unreachable, LimitReached) as exc:
         return results.error_result(str(exc))
     ref = context.task_ids.issue(request.tenant.binding, invocation.id, tool)
