@@ -2,6 +2,7 @@
 workers' state (a confirmation used once, limits counted once), and a full or cut-short filesystem
 costs a warning, never a worker (SIGBUS)."""
 
+import concurrent.futures
 import contextlib
 import multiprocessing
 import os
@@ -18,11 +19,14 @@ from colabhive_mcp.store import PlacesCounts, SqliteStore, open_store
 from colabhive_mcp.tools import Tool
 
 from .forked import holding
+from .http_server import HttpServer
+from .test_http import modern
 
 pytestmark = pytest.mark.slow
 
 TOOL = Tool("crm-create-contact", {"name": "crm-create-contact"}, {})
 ARGUMENTS = {"name": "Ada"}
+CONTACT = {"name": "Ada", "email": "ada@example.com"}
 
 
 @pytest.fixture
@@ -261,3 +265,41 @@ def test_a_session_the_store_cannot_end_now_is_not_said_to_be_ended(hosted_app, 
     with locked(str(tmp_path / "instance.db")):  # reads go on, writes fail
         assert request("DELETE", session=live).status_code == 503
     assert ping(request, live) == 200  # not ended: the client was told so, and may try again
+
+
+def _lock_for(path, seconds, ready):
+    with locked(path):
+        ready.set()
+        time.sleep(seconds)
+
+
+@pytest.mark.parametrize("trouble", ["garbage", "locked"])
+def test_through_the_server_a_confirmation_runs_once_whatever_its_database_does(gateway_sandbox, sandbox, journal,
+                                                                                 tmp_path, trouble):
+    """Real gunicorn, two workers: on an instance.db that is garbage at start, or locked for 3 s while
+    a used confirmation is replayed twelve times at once, the tool runs once."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    database = runtime / "instance.db"
+    if trouble == "garbage":
+        database.write_bytes(b"garbage " * 1000)
+        database.chmod(0o600)
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "2", env={
+        "COLABHIVE_RUNTIME_DIR": str(runtime), "COLABHIVE_CONFIRM_SIDE_EFFECTS": "require"})
+    try:
+        caps = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+        asked = modern(server.url, "tools/call", {"name": "crm-create-contact", "arguments": CONTACT,
+                                                  "_meta": caps}).json()["result"]
+        yes = {"name": "crm-create-contact", "arguments": CONTACT, "_meta": caps, "requestState": asked["requestState"],
+               "inputResponses": {"confirm": {"action": "accept", "content": {"confirm": True}}}}
+        with holding(_lock_for, str(database), 3.0) if trouble == "locked" else contextlib.nullcontext():
+            with concurrent.futures.ThreadPoolExecutor(12) as pool:
+                answers = list(pool.map(lambda _: modern(server.url, "tools/call", yes), range(12)))
+        assert all(a.status_code == 200 for a in answers), [a.text[:300] for a in answers]
+        results = [a.json()["result"] for a in answers]
+        assert [r.get("resultType") for r in results].count("complete") >= 1, results
+        assert [e["slug"] for e in journal("invoke")] == ["crm-create-contact"]
+        if trouble == "garbage":
+            assert len([f for f in os.listdir(runtime) if ".corrupt" in f]) == 1  # moved aside once, not per worker
+    finally:
+        server.stop()
