@@ -2,7 +2,7 @@
 
 import pytest
 
-from colabhive_mcp.config import API_PREFIX, ConfigError
+from colabhive_mcp.config import API_PREFIX, Config, ConfigError
 from colabhive_mcp.sources import load
 
 
@@ -96,6 +96,7 @@ def test_the_hosted_environment_example_is_valid_and_has_no_key():
     config = load({}, environ).config
     assert config.api_key is None and not config.single_tenant
     assert config.bind == "127.0.0.1:8765" and config.allowed_hosts == ("mcp.example.com",)
+    assert config.http_threads == Config().http_threads  # the example says what the default is
 
 
 def test_waits_per_kind_or_latency_class(tmp_path):

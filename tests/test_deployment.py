@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
 from .http_server import HttpServer, SourceAdapter
@@ -114,6 +115,33 @@ def test_every_spelling_of_a_key_shares_its_limits_at_the_door(behind_nginx, san
     assert set(statuses) <= {200, 429} and statuses.count(200) <= 50 + 10 * took + 2, (statuses, took)
     basic = through(behind_nginx, listing, key=None, Authorization="Basic dXNlcjpwYXNz", **{"X-API-Key": key})
     assert basic.status_code == 401
+
+
+def test_every_spelling_of_a_key_reaches_one_instance(gateway_sandbox, sandbox):
+    """Two instances behind the site: a key lands on one of them however it is spelt (its warm tenant,
+    its limits and its confirmations live there)."""
+    keys = [f"hive_affinity_{i}_0123456789" for i in range(3)]
+    for key in keys:
+        sandbox.add_key(key)
+    instances = [HttpServer(gateway_sandbox.url, "--http-workers", "1") for _ in range(2)]
+    proxy = Nginx([f"127.0.0.1:{instance.port}" for instance in instances])
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
+    try:
+        proxy.start()
+        for key in keys:
+            statuses = {through(proxy, listing, key=None, **form, **{"MCP-Protocol-Version": "2026-07-28",
+                                                                     "Mcp-Method": "tools/list"}).status_code
+                        for form in spellings(key)}
+            assert 200 in statuses and statuses <= {200, 429}, statuses  # 429: nginx's rate for the key
+        for key in keys:
+            served = [sum(ApiKey.of(key).log_id in line for line in instance.stderr().splitlines())
+                      for instance in instances]
+            assert sorted(served)[0] == 0 and sorted(served)[1] > 0, (key, served)
+    finally:
+        proxy.stop()
+        for instance in instances:
+            instance.stop()
 
 
 def test_no_part_of_a_credential_reaches_nginx_logs(behind_nginx, sandbox):
