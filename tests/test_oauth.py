@@ -4,6 +4,9 @@ same through real gunicorn, the SDKs and a browser: test_oauth_http.py, test_oau
 test_oauth_browser.py."""
 
 import json
+import socket
+import threading
+import time
 
 import pytest
 from werkzeug.test import Client
@@ -229,3 +232,34 @@ def test_client_metadata_documents_are_checked(document_server):
         clients.find("https://client.example:99999/client.json")
     with pytest.raises(OAuthError, match="private or reserved"):  # loopback, without the test setting
         Clients(SECRET, ("https",)).find(url.replace("http://", "https://").replace("/ok.json", "/fresh.json"))
+
+
+def drip(head):
+    """A loopback server that answers one request a byte every 0.2 s for a minute: after ``head``."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        connection, _ = listener.accept()
+        with connection, listener:
+            connection.recv(4096)
+            try:
+                connection.sendall(head)
+                for _ in range(300):
+                    connection.sendall(b" ")
+                    time.sleep(0.2)
+            except OSError:  # the fetch hung up
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}/client.json"
+
+
+@pytest.mark.parametrize("head", [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n",
+                                  b"HTTP/1.1 200 OK\r\nX-Slow:"], ids=["body", "headers"])
+def test_a_metadata_document_dripping_in_is_cut_at_the_time_limit(head, monkeypatch):
+    monkeypatch.setattr(documents, "TIMEOUT_S", 1.0)
+    started = time.monotonic()
+    with pytest.raises(OAuthError, match="too slow to arrive") as refused:
+        Clients(SECRET, ("https", "http"), loopback_documents=True).find(drip(head))
+    assert refused.value.error == "invalid_client"
+    assert time.monotonic() - started < 30  # the drip lasts 60 s; the limit is 1 s
