@@ -11,7 +11,8 @@ import requests
 from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import HttpServer, SECRET, log_events
+from .http_server import HttpServer, SECRET, free_port, log_events
+from .nginx import Nginx
 from .oauth_flow import Flow, Pages, pkce, query
 from .test_http import initialize, modern, rpc
 
@@ -252,9 +253,6 @@ def test_a_client_metadata_url_at_a_private_address_is_refused(server):
 # -- behind the shipped nginx site ---------------------------------------------------------------
 
 def test_a_host_connects_with_oauth_through_nginx(gateway_sandbox):
-    from .http_server import free_port
-    from .nginx import Nginx
-
     port = free_port()
     proxy = Nginx([f"127.0.0.1:{port}"])
     server = HttpServer(gateway_sandbox.url, port=port, env={"COLABHIVE_PUBLIC_URL": proxy.url})
@@ -279,3 +277,34 @@ def test_a_host_connects_with_oauth_through_nginx(gateway_sandbox):
     finally:
         proxy.stop()
         server.stop()
+
+
+def test_a_code_and_a_refresh_token_work_once_behind_nginx_with_two_instances(gateway_sandbox):
+    """Each instance remembers in its own store which codes and refresh tokens were used: the site
+    sends every request of the token endpoint (and the consent page) to one of them."""
+    ports = [free_port(), free_port()]
+    proxy = Nginx([f"127.0.0.1:{port}" for port in ports])
+    servers = []
+    try:
+        for port in ports:
+            servers.append(HttpServer(gateway_sandbox.url, port=port, env={
+                "COLABHIVE_PUBLIC_URL": proxy.url, "COLABHIVE_OAUTH_CONSENTS_PER_MINUTE": "0"}))
+        proxy.start()
+        http = requests.Session()
+        http.headers["Connection"] = "close"  # each request on a connection of its own, to any nginx worker
+        flow = Flow(proxy.root, proxy.url, session=http, verify=proxy.cert)
+        flow.register()
+        for _ in range(4):  # (round-robin would send the second use to the other instance half of the time)
+            verifier, challenge = pkce()
+            code = flow.code(DEMO_KEY, challenge)
+            first, again = flow.exchange(code, verifier), flow.exchange(code, verifier)
+            assert first.status_code == 200 and again.status_code == 400, (first.text, again.text)
+            assert again.json()["error"] == "invalid_grant" and "already used" in again.json()["error_description"]
+            refresh_token = first.json()["refresh_token"]
+            refreshed, replayed = flow.refresh(refresh_token), flow.refresh(refresh_token)
+            assert refreshed.status_code == 200 and replayed.status_code == 400, (refreshed.text, replayed.text)
+            assert replayed.json()["error"] == "invalid_grant" and "already used" in replayed.json()["error_description"]
+    finally:
+        proxy.stop()
+        for server in servers:
+            server.stop()
