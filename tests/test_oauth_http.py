@@ -308,3 +308,15 @@ def test_a_code_and_a_refresh_token_work_once_behind_nginx_with_two_instances(ga
         proxy.stop()
         for server in servers:
             server.stop()
+
+
+def test_a_refresh_is_refused_once_the_gateway_rejects_the_key(server, sandbox):
+    key = "hive_revoked_before_a_refresh_01"
+    sandbox.add_key(key)
+    flow = Flow(server.root, server.url)
+    tokens = flow.tokens(key)
+    assert modern(server.url, "tools/list", key=tokens["access_token"]).status_code == 200
+    sandbox.reset()  # the gateway no longer knows the key
+    refused = flow.refresh(tokens["refresh_token"])
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant", refused.text
+    assert "no longer accepts the key" in refused.json()["error_description"]

@@ -172,9 +172,12 @@ class OAuthRoutes:
         return _json(tokens, 200, NO_STORE)
 
     def _refresh(self, form: dict[str, str], address: str) -> dict[str, Any]:
+        """New tokens for a refresh token, once the gateway says now that it still accepts the key (a
+        warm tenant's word is not enough: the key may have been revoked since)."""
         grant = self.grants.refresh_grant(form)
         try:
-            self.tenancy.check(ApiKey.of(grant.key), address)
+            with self.tenancy.tenant(ApiKey.of(grant.key), address) as tenant:
+                tenant.revalidate()
         except KeyRejected:
             raise OAuthError("invalid_grant", "ColabHive no longer accepts the key of this grant: connect "
                              "again.") from None
