@@ -9,12 +9,14 @@ import threading
 import time
 
 import pytest
+from cachetools import TTLCache
 from werkzeug.test import Client
 
 from colabhive_mcp.config import Config, ConfigError
 from colabhive_mcp.sources import load
 from colabhive_mcp.oauth import OAuthError, documents
 from colabhive_mcp.oauth.clients import Clients, matches
+from colabhive_mcp.oauth.consent import FORM_TTL_S
 from colabhive_mcp.oauth.sealing import Sealer
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.transports.http.app import McpApp
@@ -138,12 +140,18 @@ def test_consent_forms_are_limited_per_address(flow):
     assert answers == [401, 401, 401, 429]
 
 
-def test_an_altered_or_expired_form_token_gives_no_code(flow):
+def test_an_altered_or_expired_form_token_gives_no_code(flow, app):
     flow.register()
     page = flow.authorize(pkce()[1])
     token = form_token(page.text)
     altered = flow.send("POST", "/authorize", data={"request": token[:-3] + "abc", "key": DEMO_KEY})
     assert altered.status_code == 400 and "Location" not in altered.headers and "expired" in altered.text
+    forms = app.oauth.consent.forms
+    forms.clock = lambda: time.time() + FORM_TTL_S + 1  # the user comes back to the page after 15 minutes
+    expired = flow.consent(page.text, DEMO_KEY)
+    assert expired.status_code == 400 and "Location" not in expired.headers and "expired" in expired.text
+    forms.clock = time.time
+    assert flow.consent(page.text, DEMO_KEY).status_code == 303  # (the same form, in time)
 
 
 def test_faults_after_the_client_is_known_go_back_to_it_with_state_and_iss(flow):
@@ -263,3 +271,23 @@ def test_a_metadata_document_dripping_in_is_cut_at_the_time_limit(head, monkeypa
         Clients(SECRET, ("https", "http"), loopback_documents=True).find(drip(head))
     assert refused.value.error == "invalid_client"
     assert time.monotonic() - started < 30  # the drip lasts 60 s; the limit is 1 s
+
+
+def test_a_metadata_document_is_kept_a_while_and_a_refusal_is_not(document_server, monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(documents, "_cache", TTLCache(maxsize=256, ttl=documents.CACHE_S, timer=lambda: now[0]))
+    clients = Clients(SECRET, ("https", "http"), loopback_documents=True)
+    url = document_server("/kept.json", b"not yet")
+    with pytest.raises(OAuthError, match="not JSON"):
+        clients.find(url)
+
+    def publish(name):
+        document_server("/kept.json", {"client_id": url, "client_name": name, "redirect_uris": ["http://127.0.0.1/cb"]})
+
+    publish("First")
+    assert clients.find(url).name == "First"  # (the refusal was not kept)
+    publish("Second")
+    now[0] += documents.CACHE_S - 1
+    assert clients.find(url).name == "First"
+    now[0] += 2
+    assert clients.find(url).name == "Second"

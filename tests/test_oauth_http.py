@@ -7,14 +7,17 @@ import time
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import HttpServer, SECRET, free_port, log_events
+from .http_server import HttpServer, SECRET, free_port, log_events, rpc_messages
 from .nginx import Nginx
 from .oauth_flow import Flow, Pages, pkce, query
-from .test_http import initialize, modern, rpc
+from .test_http import initialize, modern, post, rpc
+
+TASKS = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
 
 pytestmark = pytest.mark.slow
 
@@ -32,13 +35,13 @@ def flow(server):
     return Flow(server.root, server.url)
 
 
-def events(server, name, since=0, wait=True):
-    """The log records ``name`` since line ``since``, waiting a little for the first to arrive (the
-    server's stderr is read by a thread)."""
+def events(server, name, since=0, count=1):
+    """The log records ``name`` since line ``since``, waiting a little for ``count`` of them to arrive
+    (the server's stderr is read by a thread)."""
     deadline = time.monotonic() + 10
     while True:
         found = log_events(server.stderr(since), name)
-        if found or not wait or time.monotonic() > deadline:
+        if len(found) >= count or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
 
@@ -100,6 +103,110 @@ def test_a_refresh_token_rotates_and_is_used_once(server, flow):
     again = flow.refresh(tokens["refresh_token"])
     assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
     assert flow.refresh(renewed.json()["refresh_token"]).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def one_worker(gateway_sandbox):
+    """One worker (the GET stream and the legacy /sse transport keep their stream in one process),
+    streams resumable, mutations confirmed."""
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "1", public=True, env={
+        "COLABHIVE_OAUTH_CONSENTS_PER_MINUTE": "0", "COLABHIVE_RESUMABLE_STREAMS": "true",
+        "COLABHIVE_CONFIRM_SIDE_EFFECTS": "require"})
+    yield server
+    server.stop()
+
+
+def test_a_token_opens_its_keys_streams(one_worker):
+    url, token = one_worker.url, Flow(one_worker.root, one_worker.url).tokens(DEMO_KEY)["access_token"]
+    session = initialize(url, key=token)
+    progress = rpc(url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 1},
+                                       "_meta": {"progressToken": "p"}}, key=token, session=session)
+    assert progress.headers["Content-Type"].startswith("text/event-stream") and "report ready" in progress.text
+    for key, status in ((token, 200), (DEMO_KEY, 200), (DEMO_KEY_B, 404)):  # the session is the key's
+        with requests.get(url, stream=True, timeout=30, headers={
+                **bearer(key), "Accept": "text/event-stream", "Mcp-Session-Id": session}) as stream:
+            assert stream.status_code == status, (key, stream.status_code)
+    with requests.get(one_worker.root + "/sse", headers={**bearer(token), "Accept": "text/event-stream"},
+                      stream=True, timeout=30) as stream:  # the 2024-11-05 transport
+        lines = stream.iter_lines(decode_unicode=True)
+        assert next(lines) == "event: endpoint"
+        messages = one_worker.root + next(lines).removeprefix("data: ")
+        for body in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                         "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}},
+                     {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                     {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {
+                         "text": "over /sse"}}}):
+            assert post(messages, body, key=token).status_code == 202
+        answered = (json.loads(line[6:]) for line in lines if line.startswith("data: "))
+        assert next(answered)["result"]["protocolVersion"] == "2024-11-05"
+        assert next(answered)["result"]["content"][0]["text"] == "over /sse"
+        assert post(messages, {"jsonrpc": "2.0", "id": 3, "method": "ping"}, key=DEMO_KEY_B).status_code == 404
+
+
+def test_tasks_and_confirmations_asked_with_a_token_are_its_keys(one_worker):
+    url, token = one_worker.url, Flow(one_worker.root, one_worker.url).tokens(DEMO_KEY)["access_token"]
+    created = modern(url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 1}, "_meta": TASKS},
+                     key=token).json()["result"]
+    assert created["resultType"] == "task", created
+    task_id = created["taskId"]
+    for key, readable in ((DEMO_KEY, True), (DEMO_KEY_B, False)):
+        read = modern(url, "tasks/get", {"taskId": task_id, "_meta": TASKS}, key=key, **{"Mcp-Name": task_id}).json()
+        assert ("result" in read) == readable, read
+    session = initialize(url, key=token)  # 2025-11-25 tasks
+    task = rpc_messages(rpc(url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 1}, "task": {}},
+                            key=token, session=session))[-1]["result"]["task"]
+    result = rpc_messages(rpc(url, "tasks/result", {"taskId": task["taskId"]}, key=DEMO_KEY, session=session))
+    assert "report ready" in result[-1]["result"]["content"][0]["text"]
+    confirming = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    contact = {"name": "Ada", "email": "ada@example.com"}
+    asked = modern(url, "tools/call", {"name": "crm-create-contact", "arguments": contact, "_meta": confirming},
+                   key=token).json()["result"]
+    assert asked["resultType"] == "input_required", asked
+    yes = {"name": "crm-create-contact", "arguments": contact, "_meta": confirming,
+           "requestState": asked["requestState"],
+           "inputResponses": {"confirm": {"action": "accept", "content": {"confirm": True}}}}
+    done = modern(url, "tools/call", yes, key=DEMO_KEY).json()["result"]  # answered with the key itself
+    assert done["resultType"] == "complete" and not done.get("isError"), done
+    assert modern(url, "tools/call", yes, key=token).json()["result"]["resultType"] == "input_required"  # spent
+
+
+def test_a_token_and_its_key_share_the_keys_limits(gateway_sandbox, sandbox):
+    limited = HttpServer(gateway_sandbox.url, public=True, env={"COLABHIVE_TENANT_MAX_CONCURRENT": "1"})
+    try:
+        token = Flow(limited.root, limited.url).tokens(DEMO_KEY)["access_token"]
+        created = modern(limited.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 30},
+                                                     "_meta": TASKS}, key=token).json()["result"]
+        assert created["resultType"] == "task", created  # it holds the key's one call place while it runs
+        echo = {"name": "echo", "arguments": {"text": "x"}}
+        refused = modern(limited.url, "tools/call", echo, key=DEMO_KEY).json()["result"]
+        assert refused["isError"] and "already has 1 ColabHive calls running" in refused["content"][0]["text"]
+        assert not modern(limited.url, "tools/call", echo, key=DEMO_KEY_B).json()["result"].get("isError")
+        cancelled = modern(limited.url, "tasks/cancel", {"taskId": created["taskId"], "_meta": TASKS}, key=DEMO_KEY,
+                           **{"Mcp-Name": created["taskId"]})
+        assert cancelled.status_code == 200, cancelled.text
+    finally:
+        limited.stop()
+
+
+def oauth_events(server):
+    """``mcp_oauth_events_total`` by (event, reason), as /metrics adds it up over the workers."""
+    text = requests.get(server.root + "/metrics", timeout=30).text
+    return {(s.labels["event"], s.labels["reason"]): s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == "mcp_oauth_events_total"}
+
+
+def test_issues_and_refusals_are_counted_and_logged_by_reason(server, flow):
+    before, mark = oauth_events(server), len(server.lines)
+    tokens = flow.tokens(DEMO_KEY)
+    assert flow.refresh(tokens["refresh_token"] + "x").json()["error"] == "invalid_grant"
+    assert modern(server.url, "tools/list", key=tokens["access_token"] + "x").status_code == 401
+    after = oauth_events(server)
+    changed = {event: after[event] - before.get(event, 0) for event in after if after[event] != before.get(event, 0)}
+    assert changed == {("code_issued", ""): 1, ("token_issued", ""): 1, ("refused", "invalid_grant"): 1,
+                       ("refused", "invalid_token"): 1}
+    refused = events(server, "oauth.refused", mark, count=2)
+    assert [e["reason"] for e in refused] == ["invalid_grant", "invalid_token"]
+    assert all(e["detail"] and tokens["refresh_token"][10:40] not in json.dumps(e) for e in refused)
 
 
 # -- refusals ----------------------------------------------------------------------------------
