@@ -21,7 +21,7 @@ from colabhive_mcp.oauth.sealing import Sealer
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.transports.http.app import McpApp
 
-from .oauth_flow import Flow, Pages, form_token, pkce, query
+from .oauth_flow import Flow, Pages, error_code, form_token, pkce, query
 
 SECRET = "s" * 64
 PUBLIC = "http://127.0.0.1:8765/mcp"
@@ -138,6 +138,7 @@ def test_consent_forms_are_limited_per_address(flow):
     page = flow.authorize(pkce()[1])
     answers = [flow.consent(page.text, "hive_guess_number_%d" % i).status_code for i in range(4)]
     assert answers == [401, 401, 401, 429]
+    assert error_code(flow.consent(page.text, DEMO_KEY).text) == "temporarily_unavailable"
 
 
 def test_an_altered_or_expired_form_token_gives_no_code(flow, app):
@@ -146,6 +147,7 @@ def test_an_altered_or_expired_form_token_gives_no_code(flow, app):
     token = form_token(page.text)
     altered = flow.send("POST", "/authorize", data={"request": token[:-3] + "abc", "key": DEMO_KEY})
     assert altered.status_code == 400 and "Location" not in altered.headers and "expired" in altered.text
+    assert error_code(altered.text) == "invalid_request"
     forms = app.oauth.consent.forms
     forms.clock = lambda: time.time() + FORM_TTL_S + 1  # the user comes back to the page after 15 minutes
     expired = flow.consent(page.text, DEMO_KEY)

@@ -14,7 +14,7 @@ from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
 from .http_server import HttpServer, SECRET, free_port, log_events, rpc_messages
 from .nginx import Nginx
-from .oauth_flow import Flow, Pages, pkce, query
+from .oauth_flow import Flow, Pages, error_code, pkce, query
 from .test_http import initialize, modern, post, rpc
 
 TASKS = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
@@ -303,6 +303,7 @@ def test_a_foreign_redirect_uri_gets_an_error_page_never_a_redirect(flow):
         answer = flow.authorize(challenge, redirect_uri=uri)
         assert answer.status_code == 400 and "Location" not in answer.headers
         assert "redirect_uri is not one this application registered" in answer.text
+        assert error_code(answer.text) == "invalid_request"
     loopback_port = flow.authorize(challenge, redirect_uri="http://127.0.0.1:9999/callback")
     assert loopback_port.status_code == 200  # RFC 8252: a loopback redirect on any port
     refused = requests.post(flow.root + "/register", json={"redirect_uris": ["http://attacker.example/cb"]}, timeout=10)
@@ -352,9 +353,13 @@ def test_a_client_metadata_url_at_a_private_address_is_refused(server):
         flow.client_id = client_id
         answer = flow.authorize(challenge)
         assert answer.status_code == 400 and "Location" not in answer.headers, client_id
-        assert "private or reserved address" in answer.text, client_id
+        assert "private or reserved address" in answer.text and error_code(answer.text) == "invalid_client", client_id
     flow.client_id = "http://example.com/client.json"
     assert "must be at an https URL" in flow.authorize(challenge).text
+    for client_id, error in (("hmcp_client_" + "A" * 60, "invalid_client"), ("", "invalid_request")):
+        flow.client_id = client_id
+        answer = flow.authorize(challenge)  # a client_id not issued here, none at all
+        assert answer.status_code == 400 and "Location" not in answer.headers and error_code(answer.text) == error
 
 
 # -- behind the shipped nginx site ---------------------------------------------------------------

@@ -92,7 +92,7 @@ class OAuthRoutes:
             wanted = self.consent.request(request.args)
         except OAuthError as exc:
             refused(exc)
-            return _page(error_page(exc.description), 400, None)
+            return _page(error_page(exc), 400, None)
         except Redirected as exc:
             refused(exc.error)
             return self._back(exc.redirect_uri, exc.state, error=exc.error.error,
@@ -105,8 +105,8 @@ class OAuthRoutes:
         limit = self.config.oauth_consents_per_minute
         if limit and self.store.reserve(CONSENTS, address, limit, 60.0) is None:
             refused(OAuthError("rate_limited", "too many consent forms from one address"))
-            answer = _page(error_page(f"More than {limit} attempts from your address in a minute: wait a minute, "
-                                      "then try again."), 429, None)
+            answer = _page(error_page(OAuthError("temporarily_unavailable", f"More than {limit} attempts from your "
+                                                 "address in a minute: wait a minute, then try again.")), 429, None)
             answer.headers["Retry-After"] = str(max(1, round(self.store.next_free(CONSENTS, address))))
             return answer
         form = _form(request)
@@ -114,7 +114,7 @@ class OAuthRoutes:
             wanted = self.consent.submitted(form.get("request"))
         except OAuthError as exc:
             refused(exc)
-            return _page(error_page(exc.description), 400, None)
+            return _page(error_page(exc), 400, None)
         if form.get("action") == "deny":
             refused(OAuthError("access_denied", "the user denied access"))
             return self._back(wanted.redirect_uri, wanted.state, error="access_denied",
