@@ -3,10 +3,14 @@ consent page's headers and rate limit, registration and client metadata document
 same through real gunicorn, the SDKs and a browser: test_oauth_http.py, test_oauth_sdks.py,
 test_oauth_browser.py."""
 
+import functools
 import json
 import socket
+import ssl
+import subprocess
 import threading
 import time
+from http.server import HTTPServer, SimpleHTTPRequestHandler
 
 import pytest
 from cachetools import TTLCache
@@ -293,3 +297,37 @@ def test_a_metadata_document_is_kept_a_while_and_a_refusal_is_not(document_serve
     assert clients.find(url).name == "First"
     now[0] += 2
     assert clients.find(url).name == "Second"
+
+
+@pytest.fixture
+def tls_documents(tmp_path):
+    """A loopback https server of one metadata document, its certificate for ``localhost`` (and
+    trusted); yields its port."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost", "-keyout", str(tmp_path / "key.pem"), "-out",
+                    str(tmp_path / "cert.pem")], check=True, capture_output=True, timeout=60)
+    (tmp_path / "client.json").write_text(json.dumps({"client_id": "set below", "redirect_uris": ["https://a.example/cb"]}))
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *args: None
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield tmp_path, server.server_address[1]
+    server.shutdown()
+
+
+def test_a_metadata_document_comes_over_tls_verified_for_its_host_name(tls_documents, monkeypatch):
+    directory, port = tls_documents
+    url = f"https://localhost:{port}/client.json"
+    (directory / "client.json").write_text(json.dumps({"client_id": url, "redirect_uris": ["https://a.example/cb"]}))
+    clients = Clients(SECRET, ("https",), loopback_documents=True)
+    with pytest.raises(OAuthError, match="could not be fetched") as untrusted:
+        clients.find(url)
+    assert untrusted.value.error == "invalid_client"
+    monkeypatch.setenv("SSL_CERT_FILE", str(directory / "cert.pem"))
+    assert clients.find(url).redirect_uris == ("https://a.example/cb",)
+    with pytest.raises(OAuthError, match="could not be fetched") as other_name:  # the certificate is localhost's
+        clients.find(f"https://127.0.0.1:{port}/client.json")
+    assert other_name.value.error == "invalid_client"

@@ -22,6 +22,7 @@ from urllib.parse import SplitResult, urlsplit
 import urllib3
 import urllib3.connection
 from cachetools import TTLCache
+from urllib3.util.ssl_match_hostname import CertificateError
 
 from .errors import OAuthError
 from ..loopback import is_loopback
@@ -95,7 +96,7 @@ def _get(parts: SplitResult, address: str, port: int) -> dict[str, Any]:
     cutoff.start()
     try:
         data = _body(connection, parts, expired)
-    except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+    except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, CertificateError) as exc:
         raise _refused("was too slow to arrive" if expired.is_set() else
                        f"could not be fetched ({type(exc).__name__})") from None
     finally:
