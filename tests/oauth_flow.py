@@ -27,6 +27,11 @@ def form_token(page_html):
     return re.search(r'name="request" value="([^"]+)"', page_html).group(1)
 
 
+def error_code(page_html):
+    """The RFC's error code an error page shows."""
+    return re.search(r"Error code: <code>([a-z_]+)</code>", page_html).group(1)
+
+
 def query(location):
     """The query parameters of a redirect's Location, one value each."""
     return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}

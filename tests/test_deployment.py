@@ -2,6 +2,7 @@
 project's site file in front of a hosted server (limits at the door, streaming, logs)."""
 
 import concurrent.futures
+import ipaddress
 import json
 import re
 import shutil
@@ -22,16 +23,39 @@ from .test_http import ACCEPT_BOTH
 pytestmark = pytest.mark.cluster
 
 UNIT = Path(__file__).resolve().parent.parent / "conf" / "systemd" / "colabhive-mcp.service"
+OAUTH_DROP_IN = UNIT.parent / "colabhive-mcp.service.d" / "oauth.conf"
 
 
-def test_the_systemd_unit_exposes_little():
+@pytest.mark.parametrize("drop_ins", [[], [OAUTH_DROP_IN]], ids=["unit", "with-oauth-drop-in"])
+def test_the_systemd_unit_exposes_little(drop_ins, tmp_path):
+    """Measured as systemd loads it, from /etc/systemd/system of a root of its own, with its drop-ins."""
     if not shutil.which("systemd-analyze"):
         pytest.skip("systemd-analyze is not installed here: the unit's exposure cannot be measured")
-    done = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--no-pager", str(UNIT)],
-                          capture_output=True, text=True, timeout=120)
+    units = tmp_path / "etc" / "systemd" / "system"
+    (units / f"{UNIT.name}.d").mkdir(parents=True)
+    shutil.copy(UNIT, units)
+    for drop_in in drop_ins:
+        shutil.copy(drop_in, units / f"{UNIT.name}.d")
+    done = subprocess.run(["systemd-analyze", "security", "--offline=yes", f"--root={tmp_path}", "--no-pager",
+                           UNIT.name], capture_output=True, text=True, timeout=120)
     level = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", done.stdout)
     assert level, done.stdout[-2000:] + done.stderr[-2000:]
     assert float(level.group(1)) <= 1.2, done.stdout
+    allow_list = re.search(r"IPAddressDeny=\s+(.*?)\s{2}", done.stdout)
+    assert allow_list and ("does not define" in allow_list.group(1)) == bool(drop_ins), done.stdout
+
+
+def test_the_oauth_drop_in_denies_no_public_address():
+    """The drop-in lifts the unit's IPAddressDeny=any and denies only what the service never fetches a
+    client metadata document from (non-global addresses), so claude.ai's and ChatGPT's are reachable."""
+    lines = [line for line in OAUTH_DROP_IN.read_text().splitlines() if line.startswith("IPAddress")]
+    assert lines[0] == "IPAddressDeny=" and all(line.startswith("IPAddressDeny=") for line in lines)
+    denied = [entry for line in lines[1:] for entry in line.partition("=")[2].split()]
+    assert "any" not in denied and {"link-local", "10.0.0.0/8", "fc00::/7"} <= set(denied)
+    for entry in denied:
+        if entry not in ("link-local", "multicast"):
+            network = ipaddress.ip_network(entry)
+            assert not (network[0].is_global or network[-1].is_global), entry
 
 
 @pytest.fixture(scope="module")

@@ -3,20 +3,29 @@ consent page's headers and rate limit, registration and client metadata document
 same through real gunicorn, the SDKs and a browser: test_oauth_http.py, test_oauth_sdks.py,
 test_oauth_browser.py."""
 
+import functools
 import json
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from http.server import HTTPServer, SimpleHTTPRequestHandler
 
 import pytest
+from cachetools import TTLCache
 from werkzeug.test import Client
 
 from colabhive_mcp.config import Config, ConfigError
 from colabhive_mcp.sources import load
 from colabhive_mcp.oauth import OAuthError, documents
 from colabhive_mcp.oauth.clients import Clients, matches
+from colabhive_mcp.oauth.consent import FORM_TTL_S
 from colabhive_mcp.oauth.sealing import Sealer
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.transports.http.app import McpApp
 
-from .oauth_flow import Flow, Pages, form_token, pkce, query
+from .oauth_flow import Flow, Pages, error_code, form_token, pkce, query
 
 SECRET = "s" * 64
 PUBLIC = "http://127.0.0.1:8765/mcp"
@@ -133,14 +142,22 @@ def test_consent_forms_are_limited_per_address(flow):
     page = flow.authorize(pkce()[1])
     answers = [flow.consent(page.text, "hive_guess_number_%d" % i).status_code for i in range(4)]
     assert answers == [401, 401, 401, 429]
+    assert error_code(flow.consent(page.text, DEMO_KEY).text) == "temporarily_unavailable"
 
 
-def test_an_altered_or_expired_form_token_gives_no_code(flow):
+def test_an_altered_or_expired_form_token_gives_no_code(flow, app):
     flow.register()
     page = flow.authorize(pkce()[1])
     token = form_token(page.text)
     altered = flow.send("POST", "/authorize", data={"request": token[:-3] + "abc", "key": DEMO_KEY})
     assert altered.status_code == 400 and "Location" not in altered.headers and "expired" in altered.text
+    assert error_code(altered.text) == "invalid_request"
+    forms = app.oauth.consent.forms
+    forms.clock = lambda: time.time() + FORM_TTL_S + 1  # the user comes back to the page after 15 minutes
+    expired = flow.consent(page.text, DEMO_KEY)
+    assert expired.status_code == 400 and "Location" not in expired.headers and "expired" in expired.text
+    forms.clock = time.time
+    assert flow.consent(page.text, DEMO_KEY).status_code == 303  # (the same form, in time)
 
 
 def test_faults_after_the_client_is_known_go_back_to_it_with_state_and_iss(flow):
@@ -229,3 +246,88 @@ def test_client_metadata_documents_are_checked(document_server):
         clients.find("https://client.example:99999/client.json")
     with pytest.raises(OAuthError, match="private or reserved"):  # loopback, without the test setting
         Clients(SECRET, ("https",)).find(url.replace("http://", "https://").replace("/ok.json", "/fresh.json"))
+
+
+def drip(head):
+    """A loopback server that answers one request a byte every 0.2 s for a minute: after ``head``."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        connection, _ = listener.accept()
+        with connection, listener:
+            connection.recv(4096)
+            try:
+                connection.sendall(head)
+                for _ in range(300):
+                    connection.sendall(b" ")
+                    time.sleep(0.2)
+            except OSError:  # the fetch hung up
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}/client.json"
+
+
+@pytest.mark.parametrize("head", [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n",
+                                  b"HTTP/1.1 200 OK\r\nX-Slow:"], ids=["body", "headers"])
+def test_a_metadata_document_dripping_in_is_cut_at_the_time_limit(head, monkeypatch):
+    monkeypatch.setattr(documents, "TIMEOUT_S", 1.0)
+    started = time.monotonic()
+    with pytest.raises(OAuthError, match="too slow to arrive") as refused:
+        Clients(SECRET, ("https", "http"), loopback_documents=True).find(drip(head))
+    assert refused.value.error == "invalid_client"
+    assert time.monotonic() - started < 30  # the drip lasts 60 s; the limit is 1 s
+
+
+def test_a_metadata_document_is_kept_a_while_and_a_refusal_is_not(document_server, monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(documents, "_cache", TTLCache(maxsize=256, ttl=documents.CACHE_S, timer=lambda: now[0]))
+    clients = Clients(SECRET, ("https", "http"), loopback_documents=True)
+    url = document_server("/kept.json", b"not yet")
+    with pytest.raises(OAuthError, match="not JSON"):
+        clients.find(url)
+
+    def publish(name):
+        document_server("/kept.json", {"client_id": url, "client_name": name, "redirect_uris": ["http://127.0.0.1/cb"]})
+
+    publish("First")
+    assert clients.find(url).name == "First"  # (the refusal was not kept)
+    publish("Second")
+    now[0] += documents.CACHE_S - 1
+    assert clients.find(url).name == "First"
+    now[0] += 2
+    assert clients.find(url).name == "Second"
+
+
+@pytest.fixture
+def tls_documents(tmp_path):
+    """A loopback https server of one metadata document, its certificate for ``localhost`` (and
+    trusted); yields its port."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost", "-keyout", str(tmp_path / "key.pem"), "-out",
+                    str(tmp_path / "cert.pem")], check=True, capture_output=True, timeout=60)
+    (tmp_path / "client.json").write_text(json.dumps({"client_id": "set below", "redirect_uris": ["https://a.example/cb"]}))
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *args: None
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield tmp_path, server.server_address[1]
+    server.shutdown()
+
+
+def test_a_metadata_document_comes_over_tls_verified_for_its_host_name(tls_documents, monkeypatch):
+    directory, port = tls_documents
+    url = f"https://localhost:{port}/client.json"
+    (directory / "client.json").write_text(json.dumps({"client_id": url, "redirect_uris": ["https://a.example/cb"]}))
+    clients = Clients(SECRET, ("https",), loopback_documents=True)
+    with pytest.raises(OAuthError, match="could not be fetched") as untrusted:
+        clients.find(url)
+    assert untrusted.value.error == "invalid_client"
+    monkeypatch.setenv("SSL_CERT_FILE", str(directory / "cert.pem"))
+    assert clients.find(url).redirect_uris == ("https://a.example/cb",)
+    with pytest.raises(OAuthError, match="could not be fetched") as other_name:  # the certificate is localhost's
+        clients.find(f"https://127.0.0.1:{port}/client.json")
+    assert other_name.value.error == "invalid_client"

@@ -7,13 +7,17 @@ import time
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import HttpServer, SECRET, log_events
-from .oauth_flow import Flow, Pages, pkce, query
-from .test_http import initialize, modern, rpc
+from .http_server import HttpServer, SECRET, free_port, log_events, rpc_messages
+from .nginx import Nginx
+from .oauth_flow import Flow, Pages, error_code, pkce, query
+from .test_http import initialize, modern, post, rpc
+
+TASKS = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
 
 pytestmark = pytest.mark.slow
 
@@ -31,13 +35,13 @@ def flow(server):
     return Flow(server.root, server.url)
 
 
-def events(server, name, since=0, wait=True):
-    """The log records ``name`` since line ``since``, waiting a little for the first to arrive (the
-    server's stderr is read by a thread)."""
+def events(server, name, since=0, count=1):
+    """The log records ``name`` since line ``since``, waiting a little for ``count`` of them to arrive
+    (the server's stderr is read by a thread)."""
     deadline = time.monotonic() + 10
     while True:
         found = log_events(server.stderr(since), name)
-        if found or not wait or time.monotonic() > deadline:
+        if len(found) >= count or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
 
@@ -99,6 +103,110 @@ def test_a_refresh_token_rotates_and_is_used_once(server, flow):
     again = flow.refresh(tokens["refresh_token"])
     assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
     assert flow.refresh(renewed.json()["refresh_token"]).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def one_worker(gateway_sandbox):
+    """One worker (the GET stream and the legacy /sse transport keep their stream in one process),
+    streams resumable, mutations confirmed."""
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "1", public=True, env={
+        "COLABHIVE_OAUTH_CONSENTS_PER_MINUTE": "0", "COLABHIVE_RESUMABLE_STREAMS": "true",
+        "COLABHIVE_CONFIRM_SIDE_EFFECTS": "require"})
+    yield server
+    server.stop()
+
+
+def test_a_token_opens_its_keys_streams(one_worker):
+    url, token = one_worker.url, Flow(one_worker.root, one_worker.url).tokens(DEMO_KEY)["access_token"]
+    session = initialize(url, key=token)
+    progress = rpc(url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 1},
+                                       "_meta": {"progressToken": "p"}}, key=token, session=session)
+    assert progress.headers["Content-Type"].startswith("text/event-stream") and "report ready" in progress.text
+    for key, status in ((token, 200), (DEMO_KEY, 200), (DEMO_KEY_B, 404)):  # the session is the key's
+        with requests.get(url, stream=True, timeout=30, headers={
+                **bearer(key), "Accept": "text/event-stream", "Mcp-Session-Id": session}) as stream:
+            assert stream.status_code == status, (key, stream.status_code)
+    with requests.get(one_worker.root + "/sse", headers={**bearer(token), "Accept": "text/event-stream"},
+                      stream=True, timeout=30) as stream:  # the 2024-11-05 transport
+        lines = stream.iter_lines(decode_unicode=True)
+        assert next(lines) == "event: endpoint"
+        messages = one_worker.root + next(lines).removeprefix("data: ")
+        for body in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                         "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}},
+                     {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                     {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {
+                         "text": "over /sse"}}}):
+            assert post(messages, body, key=token).status_code == 202
+        answered = (json.loads(line[6:]) for line in lines if line.startswith("data: "))
+        assert next(answered)["result"]["protocolVersion"] == "2024-11-05"
+        assert next(answered)["result"]["content"][0]["text"] == "over /sse"
+        assert post(messages, {"jsonrpc": "2.0", "id": 3, "method": "ping"}, key=DEMO_KEY_B).status_code == 404
+
+
+def test_tasks_and_confirmations_asked_with_a_token_are_its_keys(one_worker):
+    url, token = one_worker.url, Flow(one_worker.root, one_worker.url).tokens(DEMO_KEY)["access_token"]
+    created = modern(url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 1}, "_meta": TASKS},
+                     key=token).json()["result"]
+    assert created["resultType"] == "task", created
+    task_id = created["taskId"]
+    for key, readable in ((DEMO_KEY, True), (DEMO_KEY_B, False)):
+        read = modern(url, "tasks/get", {"taskId": task_id, "_meta": TASKS}, key=key, **{"Mcp-Name": task_id}).json()
+        assert ("result" in read) == readable, read
+    session = initialize(url, key=token)  # 2025-11-25 tasks
+    task = rpc_messages(rpc(url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 1}, "task": {}},
+                            key=token, session=session))[-1]["result"]["task"]
+    result = rpc_messages(rpc(url, "tasks/result", {"taskId": task["taskId"]}, key=DEMO_KEY, session=session))
+    assert "report ready" in result[-1]["result"]["content"][0]["text"]
+    confirming = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    contact = {"name": "Ada", "email": "ada@example.com"}
+    asked = modern(url, "tools/call", {"name": "crm-create-contact", "arguments": contact, "_meta": confirming},
+                   key=token).json()["result"]
+    assert asked["resultType"] == "input_required", asked
+    yes = {"name": "crm-create-contact", "arguments": contact, "_meta": confirming,
+           "requestState": asked["requestState"],
+           "inputResponses": {"confirm": {"action": "accept", "content": {"confirm": True}}}}
+    done = modern(url, "tools/call", yes, key=DEMO_KEY).json()["result"]  # answered with the key itself
+    assert done["resultType"] == "complete" and not done.get("isError"), done
+    assert modern(url, "tools/call", yes, key=token).json()["result"]["resultType"] == "input_required"  # spent
+
+
+def test_a_token_and_its_key_share_the_keys_limits(gateway_sandbox, sandbox):
+    limited = HttpServer(gateway_sandbox.url, public=True, env={"COLABHIVE_TENANT_MAX_CONCURRENT": "1"})
+    try:
+        token = Flow(limited.root, limited.url).tokens(DEMO_KEY)["access_token"]
+        created = modern(limited.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": 30},
+                                                     "_meta": TASKS}, key=token).json()["result"]
+        assert created["resultType"] == "task", created  # it holds the key's one call place while it runs
+        echo = {"name": "echo", "arguments": {"text": "x"}}
+        refused = modern(limited.url, "tools/call", echo, key=DEMO_KEY).json()["result"]
+        assert refused["isError"] and "already has 1 ColabHive calls running" in refused["content"][0]["text"]
+        assert not modern(limited.url, "tools/call", echo, key=DEMO_KEY_B).json()["result"].get("isError")
+        cancelled = modern(limited.url, "tasks/cancel", {"taskId": created["taskId"], "_meta": TASKS}, key=DEMO_KEY,
+                           **{"Mcp-Name": created["taskId"]})
+        assert cancelled.status_code == 200, cancelled.text
+    finally:
+        limited.stop()
+
+
+def oauth_events(server):
+    """``mcp_oauth_events_total`` by (event, reason), as /metrics adds it up over the workers."""
+    text = requests.get(server.root + "/metrics", timeout=30).text
+    return {(s.labels["event"], s.labels["reason"]): s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == "mcp_oauth_events_total"}
+
+
+def test_issues_and_refusals_are_counted_and_logged_by_reason(server, flow):
+    before, mark = oauth_events(server), len(server.lines)
+    tokens = flow.tokens(DEMO_KEY)
+    assert flow.refresh(tokens["refresh_token"] + "x").json()["error"] == "invalid_grant"
+    assert modern(server.url, "tools/list", key=tokens["access_token"] + "x").status_code == 401
+    after = oauth_events(server)
+    changed = {event: after[event] - before.get(event, 0) for event in after if after[event] != before.get(event, 0)}
+    assert changed == {("code_issued", ""): 1, ("token_issued", ""): 1, ("refused", "invalid_grant"): 1,
+                       ("refused", "invalid_token"): 1}
+    refused = events(server, "oauth.refused", mark, count=2)
+    assert [e["reason"] for e in refused] == ["invalid_grant", "invalid_token"]
+    assert all(e["detail"] and tokens["refresh_token"][10:40] not in json.dumps(e) for e in refused)
 
 
 # -- refusals ----------------------------------------------------------------------------------
@@ -195,6 +303,7 @@ def test_a_foreign_redirect_uri_gets_an_error_page_never_a_redirect(flow):
         answer = flow.authorize(challenge, redirect_uri=uri)
         assert answer.status_code == 400 and "Location" not in answer.headers
         assert "redirect_uri is not one this application registered" in answer.text
+        assert error_code(answer.text) == "invalid_request"
     loopback_port = flow.authorize(challenge, redirect_uri="http://127.0.0.1:9999/callback")
     assert loopback_port.status_code == 200  # RFC 8252: a loopback redirect on any port
     refused = requests.post(flow.root + "/register", json={"redirect_uris": ["http://attacker.example/cb"]}, timeout=10)
@@ -244,17 +353,18 @@ def test_a_client_metadata_url_at_a_private_address_is_refused(server):
         flow.client_id = client_id
         answer = flow.authorize(challenge)
         assert answer.status_code == 400 and "Location" not in answer.headers, client_id
-        assert "private or reserved address" in answer.text, client_id
+        assert "private or reserved address" in answer.text and error_code(answer.text) == "invalid_client", client_id
     flow.client_id = "http://example.com/client.json"
     assert "must be at an https URL" in flow.authorize(challenge).text
+    for client_id, error in (("hmcp_client_" + "A" * 60, "invalid_client"), ("", "invalid_request")):
+        flow.client_id = client_id
+        answer = flow.authorize(challenge)  # a client_id not issued here, none at all
+        assert answer.status_code == 400 and "Location" not in answer.headers and error_code(answer.text) == error
 
 
 # -- behind the shipped nginx site ---------------------------------------------------------------
 
 def test_a_host_connects_with_oauth_through_nginx(gateway_sandbox):
-    from .http_server import free_port
-    from .nginx import Nginx
-
     port = free_port()
     proxy = Nginx([f"127.0.0.1:{port}"])
     server = HttpServer(gateway_sandbox.url, port=port, env={"COLABHIVE_PUBLIC_URL": proxy.url})
@@ -279,3 +389,46 @@ def test_a_host_connects_with_oauth_through_nginx(gateway_sandbox):
     finally:
         proxy.stop()
         server.stop()
+
+
+def test_a_code_and_a_refresh_token_work_once_behind_nginx_with_two_instances(gateway_sandbox):
+    """Each instance remembers in its own store which codes and refresh tokens were used: the site
+    sends every request of the token endpoint (and the consent page) to one of them."""
+    ports = [free_port(), free_port()]
+    proxy = Nginx([f"127.0.0.1:{port}" for port in ports])
+    servers = []
+    try:
+        for port in ports:
+            servers.append(HttpServer(gateway_sandbox.url, port=port, env={
+                "COLABHIVE_PUBLIC_URL": proxy.url, "COLABHIVE_OAUTH_CONSENTS_PER_MINUTE": "0"}))
+        proxy.start()
+        http = requests.Session()
+        http.headers["Connection"] = "close"  # each request on a connection of its own, to any nginx worker
+        flow = Flow(proxy.root, proxy.url, session=http, verify=proxy.cert)
+        flow.register()
+        for _ in range(4):  # (round-robin would send the second use to the other instance half of the time)
+            verifier, challenge = pkce()
+            code = flow.code(DEMO_KEY, challenge)
+            first, again = flow.exchange(code, verifier), flow.exchange(code, verifier)
+            assert first.status_code == 200 and again.status_code == 400, (first.text, again.text)
+            assert again.json()["error"] == "invalid_grant" and "already used" in again.json()["error_description"]
+            refresh_token = first.json()["refresh_token"]
+            refreshed, replayed = flow.refresh(refresh_token), flow.refresh(refresh_token)
+            assert refreshed.status_code == 200 and replayed.status_code == 400, (refreshed.text, replayed.text)
+            assert replayed.json()["error"] == "invalid_grant" and "already used" in replayed.json()["error_description"]
+    finally:
+        proxy.stop()
+        for server in servers:
+            server.stop()
+
+
+def test_a_refresh_is_refused_once_the_gateway_rejects_the_key(server, sandbox):
+    key = "hive_revoked_before_a_refresh_01"
+    sandbox.add_key(key)
+    flow = Flow(server.root, server.url)
+    tokens = flow.tokens(key)
+    assert modern(server.url, "tools/list", key=tokens["access_token"]).status_code == 200
+    sandbox.reset()  # the gateway no longer knows the key
+    refused = flow.refresh(tokens["refresh_token"])
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant", refused.text
+    assert "no longer accepts the key" in refused.json()["error_description"]

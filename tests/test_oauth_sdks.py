@@ -1,9 +1,14 @@
-"""The official SDKs' OAuth clients against the hosted server (real gunicorn, two workers), end to
-end on loopback: discovery from the 401, registration, the consent page filled in (a plain HTTP
-POST of its form, as the user's browser would send it), the code exchanged, tools listed and
-called, and a refresh once the access token (5 s here) has expired."""
+"""The official SDKs' OAuth clients, and mcp-remote's, against the hosted server (real gunicorn, two
+workers), end to end on loopback: discovery from the 401, registration, the consent page filled in
+(a plain HTTP POST of its form, as the user's browser would send it), the code exchanged, tools
+listed and called, and a refresh once the access token (5 s here) has expired."""
 
+import json
+import os
+import queue
 import re
+import subprocess
+import threading
 import time
 
 import anyio
@@ -17,12 +22,14 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .http_server import HttpServer, log_events
+from . import npm
+from .http_server import HttpServer, free_port, log_events
 from .oauth_flow import REDIRECT, query
 
 pytestmark = pytest.mark.real_clients
 
 TOKEN_TTL_S = 5
+MCP_REMOTE = "0.15.1"
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +119,72 @@ def test_the_typescript_sdk_connects_with_oauth_and_refreshes(server, ts_sdk):
     while not refreshes(server, mark):
         assert time.monotonic() < deadline, "the server never saw the refresh"
         time.sleep(0.05)
+
+
+class McpRemote:
+    """mcp-remote (https://github.com/geelen/mcp-remote) in its OAuth mode, as a stdio host starts it:
+    JSON-RPC lines to its stdin and from its stdout; its log (stderr) read line by line."""
+
+    def __init__(self, url, config_dir):
+        home = npm.install("mcp-remote", "mcp-remote", MCP_REMOTE)
+        self.callback_port = free_port()
+        environ = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+        environ.update({"MCP_REMOTE_CONFIG_DIR": str(config_dir), "BROWSER": "true"})  # no browser opens
+        self.process = subprocess.Popen(
+            ["node", str(home / "node_modules" / "mcp-remote" / "dist" / "proxy.js"), url, str(self.callback_port),
+             "--host", "127.0.0.1", "--allow-http"],  # (loopback http: the test server's public URL)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ)
+        self.log, self.answers = self._reader(self.process.stderr), self._reader(self.process.stdout)
+
+    @staticmethod
+    def _reader(stream):
+        lines = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line) for line in stream], daemon=True).start()
+        return lines
+
+    def send(self, message):
+        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        self.process.stdin.flush()
+
+    def answer(self, timeout=60):
+        return json.loads(self.answers.get(timeout=timeout))
+
+    def logged(self, pattern, timeout=60):
+        """The first match of ``pattern`` in the lines it logs from now on."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                found = re.search(pattern, self.log.get(timeout=max(0.1, deadline - time.monotonic())))
+            except queue.Empty:
+                raise AssertionError(f"mcp-remote did not log {pattern!r} within {timeout} s") from None
+            if found:
+                return found
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(30)
+
+
+def test_mcp_remote_connects_with_oauth_headless_and_refreshes(server, tmp_path):
+    mark = len(server.lines)
+    remote = McpRemote(server.url, tmp_path)
+    try:
+        remote.send({"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "stdio host", "version": "1"}}})
+        remote.logged(r"Please authorize this client by visiting:")
+        redirected = consent(remote.logged(r"^(http://\S+/authorize\?\S+)").group(1), DEMO_KEY)
+        assert redirected["iss"] == server.root
+        remote.logged(rf"OAuth callback server running at http://127.0.0.1:{remote.callback_port}")
+        callback = f"http://127.0.0.1:{remote.callback_port}/oauth/callback"
+        assert requests.get(callback, params=redirected, timeout=60).status_code == 200  # the browser's last step
+        assert remote.answer()["result"]["serverInfo"]["name"] == "colabhive-mcp"
+        remote.send({"method": "notifications/initialized"})
+        remote.send({"id": 2, "method": "tools/list"})
+        names = {tool["name"] for tool in remote.answer()["result"]["tools"]}
+        assert "alpha-classifier" in names and "beta-sentiment" not in names  # the key's tools
+        time.sleep(TOKEN_TTL_S + 1)  # the access token expires; mcp-remote refreshes it
+        remote.send({"id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "via mcp-remote"}}})
+        assert remote.answer()["result"]["content"][0]["text"] == "via mcp-remote"
+    finally:
+        remote.stop()
+    assert refreshes(server, mark)

@@ -1,29 +1,20 @@
 """The official TypeScript SDK (@modelcontextprotocol/sdk), installed once from the npm registry into
-.cache/ts-sdk (under a lock: test workers running at once install it once), and tests' Node scripts
-run beside it."""
+.cache/ts-sdk (see npm.py), and tests' Node scripts run beside it."""
 
-import fcntl
 import json
 import shutil
 import subprocess
 from pathlib import Path
 
+from . import npm
+
 ROOT = Path(__file__).resolve().parent.parent
-HOME = ROOT / ".cache" / "ts-sdk"
 VERSION = "1.32.2"
+HOME = npm.CACHE / "ts-sdk"
 
 
 def install() -> Path:
-    HOME.mkdir(parents=True, exist_ok=True)
-    with open(HOME.parent / "ts-sdk.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        installed = HOME / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
-        if not installed.exists() or json.loads(installed.read_text())["version"] != VERSION:
-            (HOME / "package.json").write_text('{"private": true, "type": "module"}\n')
-            subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent",
-                            f"@modelcontextprotocol/sdk@{VERSION}"], cwd=HOME, check=True, timeout=600,
-                           capture_output=True)
-    return HOME
+    return npm.install("ts-sdk", "@modelcontextprotocol/sdk", VERSION)
 
 
 def run(script: str, scenario: dict, timeout: float = 180) -> list[dict]:

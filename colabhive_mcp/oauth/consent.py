@@ -143,11 +143,13 @@ inside the access the application gets; revoke it there to end that access.</sma
 </form>""")
 
 
-def error_page(message: str) -> str:
-    """A request that cannot be answered at any redirect URI: said here, and nowhere else."""
+def error_page(error: OAuthError) -> str:
+    """A request that cannot be answered at any redirect URI: said here, and nowhere else (the
+    sentence for the user, the RFC's error code for the application's makers)."""
     return _document("Cannot connect", f"<h1>This application cannot connect</h1>\n<p class=\"error\">"
-                                       f"{html.escape(message)}</p>\n<p>Go back to the application and try again; "
-                                       "if it keeps failing, tell its makers.</p>")
+                                       f"{html.escape(error.description)}</p>\n<p>Go back to the application and "
+                                       "try again; if it keeps failing, tell its makers.</p>\n"
+                                       f"<p><small>Error code: <code>{html.escape(error.error)}</code></small></p>")
 
 
 def _document(title: str, body: str) -> str:

@@ -4,22 +4,25 @@ The ``client_id`` of such a client is an https URL; the server fetches it to lea
 name and redirect URIs. The URL's host is resolved once, every address it resolves to must be
 public (no loopback, private, link-local, shared or reserved range), and the connection goes to
 that checked address (so a second lookup cannot rebind it), with TLS verified for the host name.
-No redirects; at most :data:`MAX_BYTES` read within :data:`TIMEOUT_S`; a good document is kept
+No redirects; at most :data:`MAX_BYTES`, all of it within :data:`TIMEOUT_S`; a good document is kept
 :data:`CACHE_S` seconds. A test setting allows this machine's addresses, over plain http too.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import ipaddress
 import json
 import socket
 import threading
-import time
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 import urllib3
+import urllib3.connection
 from cachetools import TTLCache
+from urllib3.util.ssl_match_hostname import CertificateError
 
 from .errors import OAuthError
 from ..loopback import is_loopback
@@ -84,36 +87,23 @@ def _public_address(host: str, port: int, loopback: bool) -> str:
 
 
 def _get(parts: SplitResult, address: str, port: int) -> dict[str, Any]:
-    timeout = urllib3.Timeout(connect=TIMEOUT_S, read=TIMEOUT_S)
-    if parts.scheme == "https":
-        pool: Any = urllib3.HTTPSConnectionPool(address, port, timeout=timeout, retries=False,
-                                                cert_reqs="CERT_REQUIRED", server_hostname=parts.hostname,
-                                                assert_hostname=parts.hostname)
-    else:
-        pool = urllib3.HTTPConnectionPool(address, port, timeout=timeout, retries=False)
-    path = parts.path + (f"?{parts.query}" if parts.query else "")
-    deadline = time.monotonic() + TIMEOUT_S
+    """The JSON object at the checked ``address``, all of it within :data:`TIMEOUT_S` however slowly
+    the server sends: a timer cuts the connection at the deadline, wherever the exchange is."""
+    connection = _connection(parts, address, port)
+    expired = threading.Event()
+    cutoff = threading.Timer(TIMEOUT_S, _cut, (connection, expired))
+    cutoff.daemon = True
+    cutoff.start()
     try:
-        response = pool.urlopen("GET", path, headers={"Host": parts.netloc.rpartition("@")[2],
-                                                      "Accept": "application/json"},
-                                redirect=False, preload_content=False)
-        try:
-            if response.status != 200:
-                raise _refused(f"could not be fetched (HTTP {response.status})")
-            data = b""
-            while len(data) <= MAX_BYTES and time.monotonic() < deadline:
-                chunk = response.read(4096)
-                if not chunk:
-                    break
-                data += chunk
-            if len(data) > MAX_BYTES or time.monotonic() >= deadline:
-                raise _refused(f"is larger than {MAX_BYTES} bytes or too slow to arrive")
-        finally:
-            response.release_conn()
-    except urllib3.exceptions.HTTPError as exc:
-        raise _refused(f"could not be fetched ({type(exc).__name__})") from None
+        data = _body(connection, parts, expired)
+    except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, CertificateError) as exc:
+        raise _refused("was too slow to arrive" if expired.is_set() else
+                       f"could not be fetched ({type(exc).__name__})") from None
     finally:
-        pool.close()
+        cutoff.cancel()
+        connection.close()
+    if expired.is_set():
+        raise _refused("was too slow to arrive")
     try:
         document = json.loads(data)
     except ValueError:
@@ -121,3 +111,38 @@ def _get(parts: SplitResult, address: str, port: int) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise _refused("is not a JSON object")
     return document
+
+
+def _connection(parts: SplitResult, address: str, port: int) -> urllib3.connection.HTTPConnection:
+    """A connection to ``address``, TLS verified for the URL's host name."""
+    if parts.scheme == "https":
+        return urllib3.connection.HTTPSConnection(address, port, timeout=TIMEOUT_S, cert_reqs="CERT_REQUIRED",
+                                                  server_hostname=parts.hostname, assert_hostname=parts.hostname)
+    return urllib3.connection.HTTPConnection(address, port, timeout=TIMEOUT_S)
+
+
+def _body(connection: urllib3.connection.HTTPConnection, parts: SplitResult, expired: threading.Event) -> bytes:
+    """The body of a 200 answer to GET, of at most :data:`MAX_BYTES`, until the connection is cut."""
+    connection.connect()
+    if expired.is_set():  # (the cut came while connecting, before there was a socket to cut)
+        raise _refused("was too slow to arrive")
+    connection.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""), preload_content=False,
+                       headers={"Host": parts.netloc.rpartition("@")[2], "Accept": "application/json"})
+    response = connection.getresponse()
+    if response.status != 200:
+        raise _refused(f"could not be fetched (HTTP {response.status})")
+    data = b""
+    while len(data) <= MAX_BYTES:
+        chunk = response.read1(4096)  # what has arrived, without waiting for more
+        if not chunk:
+            return data
+        data += chunk
+    raise _refused(f"is larger than {MAX_BYTES} bytes")
+
+
+def _cut(connection: urllib3.connection.HTTPConnection, expired: threading.Event) -> None:
+    """At the deadline: end the exchange (a read blocked on the socket returns at once)."""
+    expired.set()
+    if connection.sock is not None:
+        with contextlib.suppress(OSError):
+            connection.sock.shutdown(socket.SHUT_RDWR)

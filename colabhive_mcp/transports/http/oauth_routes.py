@@ -92,7 +92,7 @@ class OAuthRoutes:
             wanted = self.consent.request(request.args)
         except OAuthError as exc:
             refused(exc)
-            return _page(error_page(exc.description), 400, None)
+            return _page(error_page(exc), 400, None)
         except Redirected as exc:
             refused(exc.error)
             return self._back(exc.redirect_uri, exc.state, error=exc.error.error,
@@ -105,8 +105,8 @@ class OAuthRoutes:
         limit = self.config.oauth_consents_per_minute
         if limit and self.store.reserve(CONSENTS, address, limit, 60.0) is None:
             refused(OAuthError("rate_limited", "too many consent forms from one address"))
-            answer = _page(error_page(f"More than {limit} attempts from your address in a minute: wait a minute, "
-                                      "then try again."), 429, None)
+            answer = _page(error_page(OAuthError("temporarily_unavailable", f"More than {limit} attempts from your "
+                                                 "address in a minute: wait a minute, then try again.")), 429, None)
             answer.headers["Retry-After"] = str(max(1, round(self.store.next_free(CONSENTS, address))))
             return answer
         form = _form(request)
@@ -114,7 +114,7 @@ class OAuthRoutes:
             wanted = self.consent.submitted(form.get("request"))
         except OAuthError as exc:
             refused(exc)
-            return _page(error_page(exc.description), 400, None)
+            return _page(error_page(exc), 400, None)
         if form.get("action") == "deny":
             refused(OAuthError("access_denied", "the user denied access"))
             return self._back(wanted.redirect_uri, wanted.state, error="access_denied",
@@ -172,9 +172,12 @@ class OAuthRoutes:
         return _json(tokens, 200, NO_STORE)
 
     def _refresh(self, form: dict[str, str], address: str) -> dict[str, Any]:
+        """New tokens for a refresh token, once the gateway says now that it still accepts the key (a
+        warm tenant's word is not enough: the key may have been revoked since)."""
         grant = self.grants.refresh_grant(form)
         try:
-            self.tenancy.check(ApiKey.of(grant.key), address)
+            with self.tenancy.tenant(ApiKey.of(grant.key), address) as tenant:
+                tenant.revalidate()
         except KeyRejected:
             raise OAuthError("invalid_grant", "ColabHive no longer accepts the key of this grant: connect "
                              "again.") from None
