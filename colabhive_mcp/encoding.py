@@ -44,9 +44,14 @@ def _outside_strings(text: str) -> list[str]:
 class EncodedList(list):
     """A list that also keeps its own JSON encoding (a warm tool list is encoded once, not per request)."""
 
-    def __init__(self, items: list[Any]) -> None:
+    def __init__(self, items: list[Any], raw: bytes | None = None) -> None:
         super().__init__(items)
-        self.raw = to_json(items)
+        self.raw = to_json(items) if raw is None else raw
+
+    @classmethod
+    def joined(cls, encoded: list[tuple[Any, bytes]]) -> EncodedList:
+        """The list of items each given with its own :func:`to_json` (the list's is theirs, joined)."""
+        return cls([item for item, _ in encoded], b"[" + b",".join(raw for _, raw in encoded) + b"]")
 
 
 def b64url(data: bytes) -> str:

@@ -9,15 +9,15 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from functools import cached_property, partial
+from functools import cached_property
 from typing import Any
 
 from .manifest import Manifest
 from .policy import Policy, side_effects
 from . import interning
-from .encoding import EncodedList
+from .encoding import EncodedList, to_json
 from .profiles import UNKNOWN, Profile
-from .revisions import revision
+from .revisions import LEGACY_VERSIONS, revision
 from .schemas import Check, portable
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -27,6 +27,7 @@ RESERVED_PREFIX = "colabhive__"  # built-in tools; a slug starting with it never
 LISTED_WHEN_CAPPED = "x-colabhive-listed-when-capped"  # a built-in shown only when the list is capped
 NEVER_LISTED = "x-colabhive-never-listed"  # a built-in kept callable under a former name
 LONG_RUNNING = frozenset({"slow", "batch"})  # latency classes that may run as tasks
+NEWEST_FIELDS = revision(LEGACY_VERSIONS[0]).tool_fields  # what most clients' lists hold (the default revision's)
 LATENCY_NOTES = {
     "slow": "Slow: the first call may take minutes while the model loads; progress is reported meanwhile.",
     "batch": "Batch job: may run for minutes; progress is reported meanwhile.",
@@ -87,12 +88,25 @@ class Tool:
 
 def prepared(entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """A manifest entry as a fetch prepares it while the next page is on its way: interned
-    (:func:`interning.entry`), and its tool definition built as most clients are shown it (the
-    default profile's: names of up to 48 characters, schemas as they are), which a catalogue then
-    finds built."""
+    (:func:`interning.entry`), and its tool definition built and encoded as most clients are shown it
+    (the default profile's: names of up to 48 characters, schemas as they are; the newest handshake
+    revision's fields), which a catalogue and its listing then find made."""
     digest, kept = interning.entry(entry)
-    definition(digest, kept, tool_name(kept["name"], UNKNOWN.name_max), UNKNOWN.strict_schemas)
+    name = tool_name(kept["name"], UNKNOWN.name_max)
+    spelled(digest, name, UNKNOWN.strict_schemas, NEWEST_FIELDS,
+            definition(digest, kept, name, UNKNOWN.strict_schemas))
     return digest, kept
+
+
+def spelled(digest: str, name: str, strict: bool, fields: tuple[str, ...],
+            definition: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    """A tool definition (of the entry of ``digest``, under a name and strictness) with only the
+    ``fields`` a revision knows, and its JSON: made once per process, whichever tenant asks."""
+    def spell() -> tuple[dict[str, Any], bytes]:
+        tool = {k: definition[k] for k in fields if k in definition}
+        return tool, to_json(tool)
+
+    return interning.built((digest, name, strict, fields), spell)
 
 
 def definition(digest: str, entry: dict[str, Any], name: str, strict: bool) -> dict[str, Any]:
@@ -206,13 +220,7 @@ class Catalog:
         if listing is None:
             fields = revision(version).tool_fields
             strict = self.profile.strict_schemas
-            listing = EncodedList([interning.built((self._digests[t.name], t.name, strict, version),
-                                                   partial(_spelled, t.definition, fields))
-                                   for t in self.shown])
+            listing = EncodedList.joined([spelled(self._digests[t.name], t.name, strict, fields, t.definition)
+                                          for t in self.shown])
             self._listings[version] = listing  # a racing thread builds the same list: harmless
         return listing
-
-
-def _spelled(definition: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
-    """A tool definition with only the ``fields`` a revision knows."""
-    return {k: definition[k] for k in fields if k in definition}
