@@ -96,6 +96,8 @@ class ManifestCache:
         self._expires = math.inf if snapshot is not None else 0.0
         self._rejection: KeyRejected | None = None
         self._fetch_lock = threading.Lock()
+        self._unsaved: Manifest | None = None  # fetched, and not yet written to ``saved``
+        self._save_lock = threading.Lock()
 
     @property
     def current(self) -> Manifest | None:
@@ -220,8 +222,16 @@ class ManifestCache:
         metrics.MANIFEST.labels("fetched").inc()
         self._current = self._recorded(Manifest.fetched(document), True, asked)
         if self.saved is not None and self._current.etag:
-            self.saved.save(self._current)
+            self._unsaved = self._current  # written by the next save(), once the answer is out
         return self._current
+
+    def save(self) -> None:
+        """Write the manifest fetched last to ``saved``, unless it is there already (a caller does this
+        once its answer is out: 1 MB of JSON then costs the answer nothing)."""
+        with self._save_lock:
+            manifest, self._unsaved = self._unsaved, None
+            if manifest is not None and self.saved is not None:
+                self.saved.save(manifest)
 
     def _saved(self) -> Manifest | None:
         """The copy saved on disk by an earlier process, before this one has any (unless pinned elsewhere)."""

@@ -125,6 +125,11 @@ class Tenant:
             raise LimitReached(f"ColabHive cannot check this API key just now ({exc}); try again shortly.",
                                exc.retry_after or BUSY_RETRY_S) from exc
 
+    def save(self) -> None:
+        """Write what this tenant keeps between starts (its manifest, when new), if anything: never
+        before an answer, which must not wait for it."""
+        self.manifest.save()
+
     def revalidate(self) -> Manifest:
         """The manifest, asked of the gateway now (e.g. after an action was published). Raises
         :class:`Unreachable` (and no copy to fall back on) or :class:`KeyRejected`."""

@@ -64,6 +64,7 @@ class StdioTransport:
             self.server.drain()
             if not self.workers.wait(TEARDOWN_S):
                 log.warning("stdio.exit_with_requests_open")
+            self.tenant.save()  # a manifest no answer was written after
 
     def _watch_manifest(self) -> None:
         """Shortly after start, fetch the tool list (a rejected key is said on stderr at once, and
@@ -85,6 +86,7 @@ class StdioTransport:
         self.tenant.watch(self._stopped, changed)
 
     def write(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
+        """Write one message; then what the tenant keeps on disk, if it has news (never before an answer)."""
         data = jsonrpc.encode(message) + b"\n"
         with self._write_lock:
             try:
@@ -92,6 +94,7 @@ class StdioTransport:
                 self.stdout.flush()
             except (BrokenPipeError, ValueError):
                 pass  # the client is gone; the read loop will see end of input
+        self.tenant.save()
 
     def _read_line(self) -> bytes | None:
         """One line of at most ``max_message_bytes``; a longer one is skipped and answered."""
