@@ -23,7 +23,7 @@ from .memory_store import MemoryStore
 CALLS, STARTED, HELD, COLD, REFUSED = "calls", "started", "held", "cold", "refused-keys"
 BUSY_RETRY_S = 5.0  # what to tell a caller refused for a place that frees when some work ends
 CHECKS_PER_ADDRESS = 8  # keys of one client address this process checks with the gateway at once
-CHECK_QUEUE_S = 10.0  # how long a new key waits for one of those
+CHECK_QUEUE_S = 30.0  # how long a new key waits for one of those (hosts wait a minute or more for an answer)
 
 
 class LimitReached(ColabHiveError):
