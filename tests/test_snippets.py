@@ -79,6 +79,20 @@ def test_this_checkouts_editable_install_is_started_by_its_own_command_and_it_wo
         assert peer.close() == 0
 
 
+def test_a_copy_that_is_not_installed_says_so_beside_its_snippet(tmp_path):
+    """A copy Python finds only by PYTHONPATH or the working directory: the snippet runs it with ``-m``,
+    which works only where Python finds it, and stderr says to install it."""
+    shutil.copytree(ROOT / "colabhive_mcp", tmp_path / "colabhive_mcp", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**server_env(), "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "colabhive_mcp", "client-config", "cursor"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert stdio_command(json.loads(done.stdout))[:3] == [sys.executable, "-m", "colabhive_mcp"]
+    assert "is not installed here" in done.stderr and "pip install -e ." in done.stderr
+    installed = client_config("cursor")  # this checkout's editable install: its own script, no such word
+    assert stdio_command(installed)[0].endswith("colabhive-mcp")
+
+
 def test_a_release_from_the_index_is_started_as_the_pinned_release(tmp_path):
     site, _ = installed_like_from_the_index(tmp_path)
     assert stdio_command(client_config("claude-desktop", cwd=tmp_path, pythonpath=site)) == RELEASE

@@ -68,7 +68,12 @@ def run(args: argparse.Namespace) -> int:
     if args.url:
         snippet = hosted(args.client, args.url)
     else:
-        snippet = local(args.client, server_command(args.release), args.sandbox)
+        command = server_command(args.release)
+        snippet = local(args.client, command, args.sandbox)
+        if command[1:] == ["-m", "colabhive_mcp"]:
+            print(f"# colabhive-mcp is not installed here, so '{shlex.join(command)}' starts it only where Python "
+                  "finds this copy: install it (pip install -e .) for a command any client can start",
+                  file=sys.stderr)
     print(snippet if isinstance(snippet, str) else json.dumps(snippet, indent=2))
     print(f"# {WHERE[args.client]}", file=sys.stderr)  # stdout stays exactly the snippet
     return 0
