@@ -2,8 +2,8 @@
 
 Hosts abandon tool calls at their own deadline (the TypeScript SDK after 60 s, Claude Desktop,
 Claude Code...) and say so in ``notifications/cancelled`` ("Request timed out", "timed out after
-20s"; :func:`colabhive_mcp.protocol.plan.reason_of` reads it). The work they abandoned is kept for a retry to attach to (:mod:`colabhive_mcp.detached`);
-anything else stops it upstream at once. A connection that closes gives no reason: one that had
+20s"; :func:`colabhive_mcp.protocol.plan.reason_of` reads it). The work they abandoned is kept for
+a retry to attach to (:mod:`colabhive_mcp.detached`); anything else stops it upstream at once. A connection that closes gives no reason: one that had
 waited long enough for a host to give up (``hang_up_keeps_after``) counts as a host giving up.
 """
 

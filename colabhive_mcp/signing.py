@@ -45,6 +45,3 @@ class Signer:
 
     def _sign(self, body: str) -> bytes:
         return hmac.new(self._secret, body.encode(), hashlib.sha256).digest()
-
-
-

@@ -173,12 +173,12 @@ class Tenant:
                          name="mcp-task-place", daemon=True).start()
         return invocation
 
-    def _hold_while_running(self, invocation: Invocation, place: contextlib.ExitStack, max_wait: float) -> None:
+    def _hold_while_running(self, invocation: Invocation, place: contextlib.ExitStack, lifetime: float) -> None:
         """Give the task's place back once its work ends upstream (or stops answering, or outlives
-        ``max_wait``, its task's lifetime)."""
+        its task's ``lifetime``)."""
         with place:
             try:
-                follow(self.gateway, invocation, cancelled=threading.Event(), max_wait=max_wait, backoff=self.backoff)
+                follow(self.gateway, invocation, cancelled=threading.Event(), max_wait=lifetime, backoff=self.backoff)
             except (GatewayError, KeyRejected):
                 pass
 
