@@ -204,3 +204,17 @@ def test_a_profile_variant_is_never_cached_or_paged_for_another_client(server):
     assert error_of(foreign, 200)["error"]["code"] == -32602
     own = modern(server.url, "tools/list", {"cursor": varied["nextCursor"], **cursor_client}).json()["result"]
     assert {t["name"] for t in own["tools"]}.isdisjoint(t["name"] for t in varied["tools"])
+
+
+def test_with_one_profile_for_every_client_the_hosted_lists_are_cacheable(gateway_sandbox):
+    """``client_profile`` pinned (here from the environment, as a deployment sets it): every client gets
+    the same list, cacheable for the manifest's TTL, on every worker."""
+    pinned = HttpServer(gateway_sandbox.url, "--http-workers", "2", env={"COLABHIVE_CLIENT_PROFILE": "cursor",
+                                                                          "COLABHIVE_MANIFEST_TTL": "90"})
+    try:
+        for name in ("cursor-vscode", "some-agent", "claude-code"):
+            listed = modern(pinned.url, "tools/list", {"_meta": {CLIENT: {"name": name, "version": "1"}}}).json()
+            assert listed["result"]["ttlMs"] == 90_000 and listed["result"]["cacheScope"] == "private"
+    finally:
+        pinned.stop()
+
