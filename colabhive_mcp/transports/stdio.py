@@ -86,7 +86,7 @@ class StdioTransport:
         self.tenant.watch(self._stopped, changed)
 
     def write(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
-        """Write one message; then what the tenant keeps on disk, if it has news (never before an answer)."""
+        """Write one message."""
         data = jsonrpc.encode(message) + b"\n"
         with self._write_lock:
             try:
@@ -94,7 +94,6 @@ class StdioTransport:
                 self.stdout.flush()
             except (BrokenPipeError, ValueError):
                 pass  # the client is gone; the read loop will see end of input
-        self.tenant.save()
 
     def _read_line(self) -> bytes | None:
         """One line of at most ``max_message_bytes``; a longer one is skipped and answered."""
@@ -135,6 +134,7 @@ class StdioTransport:
             answer = jsonrpc.internal_error(frame)
         if answer is not None:
             self.write(answer)
+            self.tenant.save()  # what the tenant keeps on disk, if it has news: never before an answer
 
 
 def serve(server: Server, tenant: Tenant, *, max_message_bytes: int, workers: int) -> None:
