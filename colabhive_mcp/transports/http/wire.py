@@ -95,7 +95,7 @@ def read_post(request: HttpRequest, key_of: Callable[[HttpRequest], ApiKey]) -> 
     narrow, address, raw = narrowing(request), client_address(request), body(request)  # unreadable: 400 now
     frame: Frame | HttpError
     try:
-        frame = jsonrpc.parse(raw)
+        frame = request.frame = jsonrpc.parse(raw)
     except JsonRpcError as exc:  # not JSON
         frame = HttpError(400, exc.code, exc.message)
     return Post(wanted, key, narrow, request.headers.get("Mcp-Session-Id"), request.headers.get("MCP-Protocol-Version"),
@@ -135,6 +135,8 @@ def request_id_of(request: HttpRequest) -> Any:
     carries it); ``None`` for a body that is absent, too large, unreadable or not one request."""
     if request.method != "POST":
         return None
+    if request.frame is not None:  # parsed already: not again
+        return request.frame.id
     try:
         return jsonrpc.parse(request.get_data()).id
     except Exception:  # whatever kept the body from being a request is already being answered
