@@ -13,8 +13,6 @@ from typing import Any, Mapping
 from ..revisions import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS
 from .jsonrpc import INVALID_PARAMS, META_VERSION, UNSUPPORTED_PROTOCOL_VERSION, JsonRpcError
 
-__all__ = ["META_VERSION", "META_CAPABILITIES", "META_CLIENT_INFO", "META_LOG_LEVEL", "META_SERVER_INFO",
-           "META_SUBSCRIPTION", "LOG_LEVELS", "envelope_error"]
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"

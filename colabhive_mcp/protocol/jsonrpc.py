@@ -139,7 +139,6 @@ class NotificationFrame:
     params: dict[str, Any]
     meta: dict[str, Any]
     modern: bool
-    raw: dict[str, Any]
     id: ClassVar[None] = None
 
 
@@ -149,7 +148,6 @@ class ResponseFrame:
 
     id: RequestId | None
     result: Any  # None when it is an error
-    raw: dict[str, Any]
     method: ClassVar[None] = None
     meta: ClassVar[Mapping[str, Any]] = NO_META
     modern: ClassVar[bool] = False
@@ -166,7 +164,6 @@ class InvalidFrame:
     method: str | None  # its method when it had a string one
     meta: dict[str, Any]  # its params._meta when it had one: its era is read as for any other
     modern: bool
-    raw: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +171,6 @@ class BatchFrame:
     """A JSON array of messages, each read as one of the values above (a nested array is invalid)."""
 
     frames: tuple[Single, ...]
-    raw: list[Any]
     method: ClassVar[None] = None
     id: ClassVar[None] = None
     meta: ClassVar[Mapping[str, Any]] = NO_META
@@ -193,7 +189,7 @@ def parse(raw: bytes | str) -> Frame:
 def frame_of(message: Any) -> Frame:
     """One frame from a decoded JSON value (a list is a batch)."""
     if isinstance(message, list):
-        return BatchFrame(tuple(_single(m) for m in message), message)
+        return BatchFrame(tuple(_single(m) for m in message))
     return _single(message)
 
 
@@ -208,7 +204,7 @@ def _single(message: Any) -> Single:
         return _invalid(message, 'Invalid Request: no "method", and not a response either')
     if not (message["id"] is None or is_valid_id(message["id"])):
         return _invalid(message, 'Invalid Request: a response\'s "id" must be a string or an integer')
-    return ResponseFrame(message["id"], message.get("result") if "error" not in message else None, message)
+    return ResponseFrame(message["id"], message.get("result") if "error" not in message else None)
 
 
 def _call(message: dict[str, Any]) -> Single:
@@ -223,7 +219,7 @@ def _call(message: dict[str, Any]) -> Single:
         return _invalid(message, 'Invalid params: "params" must be an object', INVALID_PARAMS)
     meta, modern = _era(method, params)
     if "id" not in message:
-        return NotificationFrame(method, params, meta, modern, message)
+        return NotificationFrame(method, params, meta, modern)
     name_field = NAME_PARAMS.get(method)
     name = params.get(name_field) if name_field else None
     token = meta.get("progressToken")
@@ -244,7 +240,7 @@ def _invalid(message: Any, text: str, code: int = INVALID_REQUEST) -> InvalidFra
     meta, modern = _era(method, fields.get("params"))
     return InvalidFrame(JsonRpcError(code, text), _usable_id(message),
                         answered=not ("method" in fields and "id" not in fields), method=method, meta=meta,
-                        modern=modern, raw=message)
+                        modern=modern)
 
 
 def is_valid_id(value: Any) -> TypeGuard[RequestId]:
@@ -276,11 +272,11 @@ def errors_for(frame: Frame, exc: JsonRpcError) -> dict[str, Any] | list[dict[st
     answer (a request, an invalid message that is not a notification), under its id; nothing when none
     does."""
     if isinstance(frame, BatchFrame):
-        return [error(member.id, exc) for member in frame.frames if _awaits_answer(member)] or None
-    return error(frame.id, exc) if _awaits_answer(frame) else None
+        return [error(member.id, exc) for member in frame.frames if awaits_answer(member)] or None
+    return error(frame.id, exc) if awaits_answer(frame) else None
 
 
-def _awaits_answer(frame: Single) -> bool:
+def awaits_answer(frame: Single) -> bool:
     return isinstance(frame, RequestFrame) or (isinstance(frame, InvalidFrame) and frame.answered)
 
 

@@ -16,7 +16,8 @@ from ..cancellation import TIMEOUT, USER, Reason
 from ..revisions import revision
 from .confirm import may_ask
 from .eras import META_LOG_LEVEL, envelope_error
-from .jsonrpc import BatchFrame, Frame, InvalidFrame, JsonRpcError, NotificationFrame, RequestFrame, RequestId, is_valid_id
+from .jsonrpc import (BatchFrame, Frame, JsonRpcError, NotificationFrame, RequestFrame, RequestId, awaits_answer,
+                      is_valid_id)
 from .request import Session
 
 LONG_METHODS = frozenset({"tools/call", "tasks/result", "subscriptions/listen"})  # may hold a thread for long
@@ -49,7 +50,7 @@ def plan(frame: Frame, session: Session | None = None, confirm_policy: str = "of
         methods = {member.method for member in frame.frames}
         return Plan(long=bool(methods & LONG_METHODS), held=bool(methods & HELD_METHODS))
     method = frame.method
-    request = isinstance(frame, RequestFrame) or (isinstance(frame, InvalidFrame) and frame.answered)
+    request = awaits_answer(frame)
     calls = method == "tools/call"
     logs = META_LOG_LEVEL in frame.meta or (session is not None and session.log_level is not None)
     capabilities = session.capabilities if session is not None else {}
