@@ -87,6 +87,8 @@ class Streamable:
             if plan.long:  # a place for as long as the answer takes (an SSE answer takes the lease along)
                 self.admission.admit(lease, post.key, held=plan.held)
             try:
+                if isinstance(post.frame, BatchFrame):  # a batch is never modern (plan.modern is False)
+                    return self._batch(post, post.frame, caller)
                 if plan.modern:
                     return self._modern(post, post.frame, plan, caller)
                 return self._legacy(post, post.frame, plan, caller)
@@ -96,14 +98,14 @@ class Streamable:
                 answer = failed(post.frame)
                 return Response(status=202) if answer is None else json_response(answer, 200)
 
-    def _modern(self, post: Post, frame: Frame, plan: Plan, caller: Caller) -> Answer:
+    def _modern(self, post: Post, frame: Single, plan: Plan, caller: Caller) -> Answer:
         """2026-07-28: stateless, with the routing headers checked against the body."""
         mismatch = header_mismatch(post.headers, frame)
         if mismatch:
             raise HttpError(400, jsonrpc.HEADER_MISMATCH, mismatch)
         if plan.refusal is not None:  # a malformed request (the answer carries its id, as every edge answer)
             raise HttpError(400, plan.refusal.code, plan.refusal.message, data=plan.refusal.data)
-        if isinstance(frame, BatchFrame) or not plan.request:
+        if not plan.request:
             return Response(status=202)
         if plan.listens and SSE not in post.wanted:
             raise HttpError(406, jsonrpc.INVALID_REQUEST, f"subscriptions/listen answers with {SSE}: Accept it")
@@ -111,9 +113,7 @@ class Streamable:
         return self._answer(post, frame, plan, caller, session, MODERN_STATUS_BY_CODE,
                             stream=_streamed(plan, post.wanted), takes_json=JSON in post.wanted)
 
-    def _legacy(self, post: Post, frame: Frame, plan: Plan, caller: Caller) -> Answer:
-        if isinstance(frame, BatchFrame):
-            return self._batch(post, frame, caller)
+    def _legacy(self, post: Post, frame: Single, plan: Plan, caller: Caller) -> Answer:
         if plan.opens:
             session = self.sessions.new_session()
             response = self._answer(post, frame, plan, caller, session, STATUS_BY_CODE, stream=JSON not in post.wanted)
