@@ -163,7 +163,11 @@ class Gateway:
         size, first_etag, seen = 0, None, set[str | None]()
         page_answer = self._manifest_page(None, {"If-None-Match": etag} if etag else {}, ahead=False)
         for _page in range(MAX_MANIFEST_PAGES):
-            response = page_answer()
+            try:
+                response = page_answer()
+            except KeyRejected as exc:  # a page asked ahead refuses the key only once it is the page wanted
+                self._refused(exc, "manifest")
+                raise
             if response.status_code == 304:
                 return None
             guess = _cursor_seen(response.content)
@@ -192,10 +196,11 @@ class Gateway:
     def _manifest_page(self, cursor: str | None, headers: dict[str, str],
                        ahead: bool) -> Callable[[], requests.Response]:
         """What answers the request for a page of the manifest: asked when called, or (``ahead``)
-        asked now on a thread of its own, while the caller works on the page before."""
+        asked now on a thread of its own, while the caller works on the page before (a page asked ahead
+        on a wrong guess is dropped, its refusal of the key with it)."""
         def ask() -> requests.Response:
             return self._request("GET", "/mcp/manifest", params={"cursor": cursor} if cursor else None,
-                                 headers=headers)
+                                 headers=headers, judges_key=not ahead)
 
         if not ahead:
             return ask
@@ -204,8 +209,9 @@ class Gateway:
         return asked.result
 
     def _request(self, method: str, path: str, *, timeout: float | None = None, headers: dict[str, str] | None = None,
-                 payload: Any = None, params: dict[str, str] | None = None) -> requests.Response:
-        """Send one request, retrying connection failures and 502/503/504 with backoff.
+                 payload: Any = None, params: dict[str, str] | None = None, judges_key: bool = True) -> requests.Response:
+        """Send one request, retrying connection failures and 502/503/504 with backoff. A refusal of the
+        key is raised as :class:`KeyRejected`, and (``judges_key``) kept in :attr:`rejection`.
 
         Every route the client uses is safe to retry: GETs are idempotent, ``:invoke``
         carries an ``Idempotency-Key`` and ``:cancel`` is idempotent by nature. Redirects are
@@ -231,9 +237,10 @@ class Gateway:
                     return response
                 error = error_of(response)
                 if error.status == 401 or (error.status == 403 and route == "manifest"):
-                    self.rejection = KeyRejected(error.status, error.message.split(" ", 1)[-1])
-                    log.bind(route=route, status=error.status, tenant=self.key_id).warning("gateway.key_rejected")
-                    raise self.rejection
+                    rejection = KeyRejected(error.status, error.message.split(" ", 1)[-1])
+                    if judges_key:
+                        self._refused(rejection, route)
+                    raise rejection
             except _http().Timeout:
                 metrics.UPSTREAM.labels(route, "timeout").inc()
                 raise GatewayError(f"the gateway did not answer within {timeout or self.timeout:g} s") from None
@@ -250,6 +257,12 @@ class Gateway:
                      delay_s=round(delay, 3)).warning("gateway.retry")
             time.sleep(delay)
         raise AssertionError("unreachable")
+
+    def _refused(self, rejection: KeyRejected, route: str) -> None:
+        """The gateway refused the key on ``route``: kept (the pool then refuses it from memory), said once."""
+        if rejection is not self.rejection:
+            self.rejection = rejection
+            log.bind(route=route, status=rejection.status, tenant=self.key_id).warning("gateway.key_rejected")
 
     def _send(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
               params: dict[str, str] | None, timeout: float) -> requests.Response:

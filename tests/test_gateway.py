@@ -43,7 +43,7 @@ def named(entry):
     return entry["name"].upper(), {**entry, "kept": True}
 
 
-PREPARE = pytest.mark.parametrize("prepare", [None, named])  # each page read in turn, or the next one read ahead
+PREPARE = pytest.mark.parametrize("prepare", [None, named])  # without per-entry work, and with it (done while the next page comes)
 
 
 @PREPARE
@@ -74,18 +74,49 @@ def test_a_page_read_ahead_that_fails_fails_the_fetch_as_it_would_have(gateway, 
     assert (gateway.rejection is not None) == (status == 401)
 
 
+@pytest.mark.parametrize("status", [400, 401, 403])
 @responses.activate
-def test_a_cursor_misread_from_a_page_body_is_dropped_and_the_pages_read_as_they_are(gateway):
+def test_a_cursor_misread_from_a_page_body_is_dropped_and_the_pages_read_as_they_are(gateway, status):
     """The next page is asked for as soon as the body before shows a cursor: its last ``"nextCursor"``, which
-    is an entry's when the page's own comes first. The parse tells; the wrong page is never read."""
+    is an entry's when the page's own comes first. The parse tells; the wrong page is never read, and
+    what the gateway said of it (even a refusal of the key) counts for nothing."""
     page = ('{"nextCursor": "p2", "tools": [{"name": "a", "inputSchema": {"examples": [{"nextCursor": "x"}]}}]}')
     responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({})], body=page,
                   content_type="application/json")
-    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "x"})], status=400,
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "x"})], status=status,
                   json={"detail": "no such cursor"})
     responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "p2"})],
                   json={"tools": [{"name": "b"}], "nextCursor": None})
     assert [e["name"] for e in gateway.fetch_manifest(prepare=named).entries] == ["a", "b"]
+    assert gateway.rejection is None
+
+
+@responses.activate
+def test_a_cursor_that_is_not_text_is_sent_as_the_gateway_wrote_it(gateway):
+    """No cursor is read ahead from the body when it is not a string: the page after is asked once parsed."""
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({})],
+                  json={"tools": [{"name": "a"}], "nextCursor": 2})
+    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "2"})],
+                  json={"tools": [{"name": "b"}], "nextCursor": None})
+    assert [e["name"] for e in gateway.fetch_manifest(prepare=named).entries] == ["a", "b"]
+
+
+@PREPARE
+@responses.activate
+def test_a_manifest_that_changes_once_between_pages_is_read_again_whole(gateway, prepare):
+    """A new ETag on the second page: the pages are read again from the first, and the new manifest is
+    all that is kept (no page of the old one with it)."""
+    first = BASE + "/mcp/manifest"
+    responses.get(first, match=[matchers.query_param_matcher({})],
+                  json={"tools": [{"name": "old-a"}], "nextCursor": "p2"}, headers={"ETag": '"v1"'})
+    responses.get(first, match=[matchers.query_param_matcher({})],
+                  json={"tools": [{"name": "new-a"}], "nextCursor": "p2"}, headers={"ETag": '"v2"'})
+    responses.get(first, match=[matchers.query_param_matcher({"cursor": "p2"})],
+                  json={"tools": [{"name": "new-b"}], "nextCursor": None}, headers={"ETag": '"v2"'})
+    document = gateway.fetch_manifest(prepare=prepare)
+    assert [e["name"] for e in document.entries] == ["new-a", "new-b"] and document.etag == '"v2"'
+    if prepare is not None:
+        assert [kept["name"] for _, kept in document.prepared] == ["new-a", "new-b"]
 
 
 @responses.activate
