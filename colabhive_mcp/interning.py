@@ -16,6 +16,7 @@ _lock = threading.Lock()
 _entries: LRUCache = LRUCache(maxsize=50_000)  # digest -> the one entry object
 _built: LRUCache = LRUCache(maxsize=200_000)  # (digest, ...) -> the one definition or view built from it
 _held: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # key -> an object some tenant holds
+_building: dict[tuple[int, Hashable], threading.Event] = {}  # (where, key) -> set once its build ends
 
 
 def digest(value: Any) -> str:
@@ -45,11 +46,26 @@ def held(key: Hashable, build: Callable[[], Any]) -> Any:
 
 
 def _one(kept: MutableMapping[Hashable, Any], key: Hashable, build: Callable[[], Any]) -> Any:
-    """``kept[key]``, built outside the lock when missing (a racing thread's build is dropped)."""
-    with _lock:
-        found = kept.get(key)
-    if found is None:
+    """``kept[key]``, built outside the lock when missing, by one thread at a time: the others that
+    want it meanwhile wait for that build (a catalogue of a 1 MB manifest takes milliseconds of the
+    interpreter lock, which a hundred threads listing at once would each spend again). A build that
+    fails leaves the next thread to try."""
+    name = (id(kept), key)
+    while True:
+        with _lock:
+            found = kept.get(key)
+            if found is not None:
+                return found
+            building = _building.get(name)
+            if building is None:
+                building = _building[name] = threading.Event()
+                break
+        building.wait()
+    try:
         found = build()
         with _lock:
-            found = kept.setdefault(key, found)
-    return found
+            return kept.setdefault(key, found)
+    finally:
+        with _lock:
+            del _building[name]
+        building.set()

@@ -2,15 +2,19 @@
 tenants whose manifests differ (whatever their ETags say); validators are compiled on a tool's first call; an entry's
 digest, what says two entries are the same, is the same however its value is held."""
 
+import concurrent.futures
 import json
 import sys
+import threading
+import time
 
 import responses
 from responses import matchers
 
-from colabhive_mcp import interning
+from colabhive_mcp import interning, tenant as tenant_module
 from colabhive_mcp.config import Config
 from colabhive_mcp.tenant import Tenant
+from colabhive_mcp.tools import Catalog
 
 URL = "https://gw.test/api/builder/v1"
 SAME_ETAG = '"v1"'  # two gateways (or one careless one) may give different manifests the same ETag
@@ -43,6 +47,43 @@ def test_tenants_share_a_catalogue_only_when_their_manifests_are_the_same():
     assert "private-beta" in other.catalog().by_name and "private-beta" not in first.catalog().by_name
     assert "secret" in str(other.catalog().listing("2025-11-25")) and "secret" not in str(first.catalog().listing("2025-11-25"))
     assert first.catalog().manifest.etag == other.catalog().manifest.etag == SAME_ETAG
+
+
+@responses.activate
+def test_many_tenants_listing_one_manifest_at_once_build_its_catalogue_once(monkeypatch):
+    """Sixteen keys with the same manifest list at once, on threads of their own: one catalogue is
+    built, and the others wait for it rather than build it again; a build that fails leaves the next one
+    to try."""
+    keys = [f"hive_burst{i:04d}" for i in range(16)]
+    for key in keys:
+        serve(key, action("alpha"), action("beta"))
+    builds, failures = [], [RuntimeError("the first build fails")]
+
+    class Counted(Catalog):
+        def __post_init__(self) -> None:
+            builds.append(threading.current_thread().name)
+            time.sleep(0.05)  # long enough for every other thread to want it meanwhile
+            if failures:
+                raise failures.pop()
+            super().__post_init__()
+
+    monkeypatch.setattr(tenant_module, "Catalog", Counted)
+    burst = tenants(*keys)
+    for tenant in burst:
+        tenant.manifest.get()  # fetched first: what the threads race for is the catalogue
+    with concurrent.futures.ThreadPoolExecutor(len(burst)) as pool:
+        listed = list(pool.map(lambda t: _catalog_or_error(t), burst))
+    failed = [c for c in listed if isinstance(c, RuntimeError)]
+    catalogs = [c for c in listed if not isinstance(c, RuntimeError)]
+    assert len(failed) == 1 and len(builds) == 2  # the failed build, then one for all fifteen others
+    assert len(catalogs) == 15 and all(c is catalogs[0] for c in catalogs)
+
+
+def _catalog_or_error(tenant):
+    try:
+        return tenant.catalog()
+    except RuntimeError as exc:
+        return exc
 
 
 @responses.activate
