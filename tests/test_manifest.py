@@ -341,3 +341,21 @@ def test_a_content_is_read_back_from_all_its_parts_or_not_at_all(tmp_path):
     store.delete(PARTS, f"{big.content}:1")
     assert InstanceCopy(store, "big-key").load() is None  # never a manifest with a part missing
     store.close()
+
+
+def test_a_content_the_store_refused_to_write_is_written_by_the_next_copy_that_names_it():
+    """A write the store refuses (full, locked) does not mark the content written: the next key whose copy
+    names it writes it, and every worker can read it back from then on."""
+    class Refusing(MemoryStore):
+        refuse = True
+
+        def put(self, space, key, value, ttl):
+            return False if self.refuse and space == PARTS else super().put(space, key, value, ttl)
+
+    store = Refusing()
+    manifest = Manifest(tuple({"name": f"tool-{i}"} for i in range(30)), '"v1"')
+    InstanceCopy(store, "first-key", in_background=now).confirm(manifest, changed=True, asked=1.0)
+    assert InstanceCopy(store, "first-key").load() is None
+    store.refuse = False
+    InstanceCopy(store, "second-key", in_background=now).confirm(manifest, changed=True, asked=2.0)
+    assert InstanceCopy(store, "first-key").load().entries == InstanceCopy(store, "second-key").load().entries == manifest.entries
