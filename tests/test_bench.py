@@ -66,3 +66,22 @@ def test_the_bench_sandbox_also_answers_the_older_release_invoke_route():
                                                                           "/actions/echo:invoke")]
     assert [a.status_code for a in answers] == [200, 200]
     assert answers[0].json["result"] == answers[1].json["result"] and answers[0].json["status"] == "succeeded"
+
+
+def test_a_cold_paths_ratio_is_the_median_of_each_trial_over_the_older_releases_beside_it():
+    """``--baseline``: the trials alternate, ours then 0.3.4's, and each of ours is judged against the one
+    beside it (what else the machine does moves both), not median against median."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench import cold_runs
+
+    seconds = iter([1.0, 2.0, 3.0, 2.0, 1.0, 4.0, 0.2, 0.1])  # ours, theirs, ours, theirs...
+    asked = []
+
+    def trial(sandbox, baseline=None):
+        asked.append(baseline)
+        return {"s": next(seconds), "tools": 7}
+
+    ours, theirs = cold_runs(trial, None, 4, "/old/python")
+    assert asked == [None, "/old/python"] * 4
+    assert ours["ratio_runs"] == [0.5, 1.5, 0.25, 2.0] and ours["ratio"] == 1.0  # median of the four
+    assert ours["runs_ms"] == [1000.0, 3000.0, 1000.0, 200.0] and theirs["runs_ms"] == [2000.0, 2000.0, 4000.0, 100.0]

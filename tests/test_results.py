@@ -69,6 +69,17 @@ def test_other_json_falls_back_to_text_and_structured_content_needs_a_matching_s
     assert "structuredContent" not in binary  # base64 is never copied into structured content
 
 
+def test_a_broken_output_schema_is_said_and_no_result_is_given_as_structured_content():
+    """An action whose outputSchema is not valid JSON Schema: its result stays readable as text, the call
+    is an error saying why, and nothing is offered as structured content that no client could check."""
+    broken = Check({"type": "object", "properties": 5})
+    result = tool_result(done({"id": "ct_1"}), "t", "2025-11-25", broken)
+    assert result["isError"] is True and "structuredContent" not in result
+    assert json.loads(result["content"][0]["text"]) == {"id": "ct_1"}
+    assert "does not match the output schema 't' declares: the schema itself is invalid: 5 is not of type" \
+        in result["content"][-1]["text"]
+
+
 def test_results_are_fitted_to_the_client_budget():
     from colabhive_mcp.results import fit
 
