@@ -67,10 +67,15 @@ def echo(server, key):
     return answer.json()["result"]
 
 
-def health_time(server):
-    started = time.perf_counter()
-    assert requests.get(server.root + "/healthz", timeout=30).status_code == 200
-    return time.perf_counter() - started
+def health_time(server, probes=3):
+    """How soon ``/healthz`` answers: the quickest of a few probes, each on a new connection. A health
+    check queued behind the calls would make every probe slow; a busy test machine delays one now and then."""
+    times = []
+    for _ in range(probes):
+        started = time.perf_counter()
+        assert requests.get(server.root + "/healthz", timeout=30).status_code == 200
+        times.append(time.perf_counter() - started)
+    return min(times)
 
 
 def test_a_worker_keeps_threads_for_short_requests_whatever_holds_the_others(gateway_sandbox, sandbox, journal):
