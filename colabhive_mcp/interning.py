@@ -1,6 +1,11 @@
 """What tenants share: identical manifest entries, and the tool definitions built from them, are
 held once per process however many keys see them (most tenants see the same public actions); so is
-the catalogue of a whole manifest, while a tenant holds it (:func:`held`)."""
+the catalogue of a whole manifest, while a tenant holds it (:func:`held`).
+
+Beyond what its tenants hold, a process keeps the last :data:`KEPT_ENTRIES` entries it read and
+three times as many definitions and encodings built from them, so that a tenant coming back (or a
+new key with the same actions) finds them: with 3 KB entries, about 150 MB at most, however many
+different manifests pass through (``scripts/bench.py``, ``distinct_manifests``)."""
 
 from __future__ import annotations
 
@@ -13,8 +18,9 @@ from typing import Any, Callable, Hashable, MutableMapping
 from cachetools import LRUCache
 
 _lock = threading.Lock()
-_entries: LRUCache = LRUCache(maxsize=50_000)  # digest -> the one entry object
-_built: LRUCache = LRUCache(maxsize=200_000)  # (digest, ...) -> the one definition or view built from it
+KEPT_ENTRIES = 8_000  # about 9 KB each for a 3 KB entry, and 3 KB for each thing built from one
+_entries: LRUCache = LRUCache(maxsize=KEPT_ENTRIES)  # digest -> the one entry object
+_built: LRUCache = LRUCache(maxsize=3 * KEPT_ENTRIES)  # (digest, ...) -> the one definition or view built from it
 _held: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # key -> an object some tenant holds
 _building: dict[tuple[int, Hashable], threading.Event] = {}  # (where, key) -> set once its build ends
 

@@ -412,6 +412,49 @@ def bench_tenancy(sandbox: Sandbox, tenants: int) -> dict[str, Any]:
             "rss_total_mb": float(total), "tenant_cold_start_ms": float(cold_ms)}
 
 
+DISTINCT_MANIFEST = """
+import json, sys
+from colabhive_mcp import tools
+from colabhive_mcp.builtin_tools import ENTRIES
+from colabhive_mcp.manifest import Manifest
+from colabhive_mcp.policy import Policy
+from colabhive_mcp.profiles import UNKNOWN
+import jsonschema, prometheus_client, requests  # a serving process has them: count the manifests only
+
+def rss():
+    return int(open('/proc/self/status').read().split('VmRSS:')[1].split()[0]) / 1024
+
+def entries(k):  # the big manifest's shape, each entry its own (as if every key had private actions)
+    for i in range(300):
+        properties = {f"field_{j}": {"type": "string", "description": f"Parameter {j} of action {i}/{k}. " * 4}
+                      for j in range(13)}
+        yield json.loads(json.dumps({"name": f"bench-action-{i:03d}", "displayName": f"Bench action {i}",
+            "description": f"Benchmark action number {i} of manifest {k}. " * 20, "kind": "tool",
+            "sideEffects": [], "latencyClass": "fast", "stability": "stable",
+            "inputSchema": {"type": "object", "properties": properties}}))
+
+base, count, steps = rss(), int(sys.argv[1]), []
+for k in range(count):
+    prepared = [tools.prepared(e) for e in entries(k)]  # as a fetch does, page by page
+    manifest = Manifest(tuple(e for _, e in prepared), f'"{k}"', tuple(d for d, _ in prepared))
+    tools.Catalog(manifest, Policy(), UNKNOWN, ENTRIES).listing("2025-11-25")  # a first list; then let go
+    if (k + 1) % (count // 5) == 0:
+        steps.append([k + 1, round(rss() - base, 1)])
+print(json.dumps(steps))
+"""
+
+
+def bench_distinct_manifests(count: int) -> dict[str, Any]:
+    """RSS a process keeps for ``count`` different 1 MB manifests (300 entries each, no two alike) that
+    were each fetched, listed and let go, as keys with manifests of their own pass through a pool: what
+    the process keeps to share with the next tenant is bounded, not one more manifest per key."""
+    out = subprocess.run([sys.executable, "-c", DISTINCT_MANIFEST, str(count)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=600, check=True)
+    steps = json.loads(out.stdout)
+    return {"manifests": count, "entries_each": 300, "rss_added_mb": [mb for _, mb in steps],
+            "after": [n for n, _ in steps]}
+
+
 def bench_stdio_startup(runs: int, baseline: str | None = None) -> dict[str, Any]:
     """Spawn to the initialize answer: this package's stdio server, or the ``baseline`` Python's. The
     gateway is unreachable, so what is measured is what each imports and does to answer."""
@@ -612,6 +655,7 @@ def measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             "churn": lambda: bench_churn(sandbox, 40 if args.quick else 1000, 2, 10 if args.quick else 100),
             "polls_for_job": lambda: bench_polls(sandbox, 5 if args.quick else 60),
             "tenancy": lambda: bench_tenancy(sandbox, 8 if args.quick else 64),
+            "distinct_manifests": lambda: bench_distinct_manifests(10 if args.quick else 100),
             "overhead_http": lambda: median_run([bench_overhead_http(sandbox, server, n) for _ in range(repeat)],
                                                 "added_p50_ms"),
             "throughput_8_clients": lambda: throughput_runs(sandbox, server, repeat, args.quick),

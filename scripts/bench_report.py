@@ -26,6 +26,7 @@ HEADLINES = {  # figure -> (label, how to read it from a results file, unit)
     "stdio_first_list": ("stdio: spawn → first tools/list, p50", lambda r: r["p50"], "ms"),
     "stdio_first_list_unsaved": ("stdio: the same, nothing saved, p50", lambda r: r["p50"], "ms"),
     "tenancy": ("RSS added by the tenants", lambda r: r["rss_added_mb"], "MB"),
+    "distinct_manifests": ("RSS kept for manifests let go", lambda r: r["rss_added_mb"][-1], "MB"),
     "churn": ("server CPU per new tenant, keys churning", lambda r: r["cpu_ms_per_tenant"]["median"], "ms"),
     "long_polls": ("peak RSS, concurrent long calls", lambda r: r["peak_rss_mb"], "MB"),
 }
@@ -98,6 +99,11 @@ def render_table(results: dict[str, Any], source: str) -> str:
         t = results["tenancy"]
         rows.append((f"{t['tenants']} tenants holding a {t['manifest_bytes'] / 1e6:.2f} MB manifest",
                      f"+{t['rss_added_mb']:.0f} MB RSS ({t['rss_total_mb']:.0f} MB in all)", "200 MB"))
+    if figure("distinct_manifests"):
+        d = results["distinct_manifests"]
+        growth = ", ".join(f"{n}: +{mb:.0f}" for n, mb in zip(d["after"], d["rss_added_mb"]))
+        rows.append((f"{d['manifests']} different 1 MB manifests ({d['entries_each']} entries each, none shared), "
+                     "each listed and let go", f"RSS +{d['rss_added_mb'][-1]:.0f} MB (after {growth} MB)", "bounded"))
     if figure("churn"):
         c = results["churn"]
         cpu, rss, store = c["cpu_ms_per_tenant"], c["rss_mb"], c["store_mb"]

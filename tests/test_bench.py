@@ -28,6 +28,7 @@ def test_the_benchmarks_run(tmp_path):
     churn = figures["churn"]
     assert len(churn["batches"]) == churn["laps"] * churn["keys"] // churn["batch"]
     assert churn["store_mb"]["last"] - churn["store_mb"]["first"] < 5  # the 1 MB manifest is stored once, not per key
+    assert figures["distinct_manifests"]["after"] == [2, 4, 6, 8, 10]
 
 
 def test_the_side_by_side_comparison_runs_each_server_on_its_own_copy_of_the_package(tmp_path):

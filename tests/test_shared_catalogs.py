@@ -11,7 +11,7 @@ import time
 import responses
 from responses import matchers
 
-from colabhive_mcp import interning, tenant as tenant_module
+from colabhive_mcp import interning, tenant as tenant_module, tools
 from colabhive_mcp.config import Config
 from colabhive_mcp.tenant import Tenant
 from colabhive_mcp.tools import Catalog
@@ -109,3 +109,15 @@ def test_entries_read_alike_share_a_digest_and_different_ones_never_do():
     assert interning.digest(read) == interning.digest(again) == interning.digest(made)  # however its strings are held
     different = [{**read, "extra": value} for value in (1, 1.0, True, "1", None, [1], {"1": 1})]
     assert len({interning.digest(d) for d in [read, *different]}) == 1 + len(different)
+
+
+def test_what_a_process_keeps_of_manifests_beyond_its_tenants_is_bounded():
+    """Keys with actions of their own pass through the pool: each fetch interns its entries and builds their
+    definitions, and the process keeps the last ones read, not every one it ever saw (``scripts/bench.py``
+    measures what that costs: ``distinct_manifests``)."""
+    for i in range(2 * interning.KEPT_ENTRIES):
+        tools.prepared({"name": f"own-action-{i}", "description": "d", "inputSchema": {"type": "object"}})
+    assert len(interning._entries) == interning.KEPT_ENTRIES
+    assert len(interning._built) <= 3 * interning.KEPT_ENTRIES
+    latest = {"name": f"own-action-{2 * interning.KEPT_ENTRIES - 1}", "description": "d", "inputSchema": {"type": "object"}}
+    assert interning.digest(latest) in interning._entries  # the newest are the ones kept
