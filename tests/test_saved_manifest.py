@@ -98,6 +98,28 @@ def test_a_saved_manifest_others_could_have_written_is_not_used(sandbox, journal
     assert [(e["status"], e["if_none_match"]) for e in first_pages(journal)] == [(200, None)] * 3
 
 
+def test_a_saved_manifest_that_is_a_link_or_anothers_file_is_not_read(tmp_path):
+    """Only a regular file of this user's own is read: not a symbolic link (even to a good copy), nor, when
+    another user could own one (as root), a file or a directory that user owns."""
+    saved = SavedManifest(tmp_path / "private" / "manifest-test.json")
+    saved.save(Manifest(({"name": "alpha"},), '"v1"'))
+    assert saved.load() is not None
+    elsewhere = tmp_path / "private" / "elsewhere.json"
+    saved.path.rename(elsewhere)
+    saved.path.symlink_to(elsewhere)
+    assert saved.load() is None
+    saved.path.unlink()
+    elsewhere.rename(saved.path)
+    if os.geteuid() == 0:  # (only root can give a file away)
+        os.chown(saved.path, 65534, 65534)
+        assert saved.load() is None
+        os.chown(saved.path, 0, 0)
+        os.chown(saved.path.parent, 65534, 65534)
+        assert saved.load() is None
+        os.chown(saved.path.parent, 0, 0)
+    assert saved.load() is not None
+
+
 def test_a_saved_manifest_that_is_not_one_is_fetched_again_and_replaced(sandbox, journal, cache_home):
     start(sandbox, cache_home)
     [saved] = saved_files(cache_home)
