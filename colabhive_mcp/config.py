@@ -233,7 +233,8 @@ class Config:
         env="COLABHIVE_COLD_FETCHES_PER_MINUTE")
     rejected_keys_per_minute: int = _setting(
         20, number(int, 0, 1_000_000), "HTTP: keys the gateway rejected that one client address (an IPv6 /64) "
-        "may send per minute; past it, its new keys get 429 with Retry-After, unchecked (0: no limit)",
+        "may send per minute, and an IPv6 /48 four times as many; past it, its new keys get 429 with "
+        "Retry-After, unchecked (0: no limit)",
         env="COLABHIVE_REJECTED_KEYS_PER_MINUTE")
     accepted_key_ttl: float = _setting(
         7 * 86400.0, number(float, 0, 365 * 86400), "HTTP: seconds a key the gateway accepted is remembered (as a "

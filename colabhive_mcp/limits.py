@@ -10,6 +10,7 @@ process count in memory). Each refusal says which limit it hit and when to try a
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import threading
 from dataclasses import dataclass, fields
 from typing import Iterator
@@ -24,6 +25,17 @@ CALLS, STARTED, HELD, COLD, REFUSED = "calls", "started", "held", "cold", "refus
 BUSY_RETRY_S = 5.0  # what to tell a caller refused for a place that frees when some work ends
 CHECKS_PER_ADDRESS = 8  # keys of one client address this process checks with the gateway at once
 CHECK_QUEUE_S = 30.0  # how long a new key waits for one of those (hosts wait a minute or more for an answer)
+SITE_SHARE = 4  # an IPv6 /48 (a site: 65,536 /64s) may send this many times an address's rejected keys
+
+
+def _site_of(address: str) -> str | None:
+    """The IPv6 /48 of a client's /64 (as :func:`colabhive_mcp.transports.http.wire.client_address`
+    names it); ``None`` for an IPv4 address or anything else."""
+    try:
+        network = ipaddress.ip_network(address, strict=False)
+    except ValueError:
+        return None
+    return str(network.supernet(new_prefix=48)) if network.version == 6 and network.prefixlen >= 48 else None
 
 
 class LimitReached(ColabHiveError):
@@ -88,24 +100,36 @@ class Limits:
 
         Only keys the gateway rejects count against their address (``rejected_keys_per_minute``, 429
         past it), so made-up keys lock out nobody but their sender, and any number of real keys from
-        one address are served. The instance checks at most ``cold_fetches_per_minute`` new keys in
-        all (503 past it); each process checks :data:`CHECKS_PER_ADDRESS` of one address at once,
-        the others waiting their turn."""
-        with self._turn(address):
+        one address are served. An IPv6 client's address is its /64, and its /48 may send
+        :data:`SITE_SHARE` times as many: a site's 65,536 /64s cannot spend the instance's budget
+        alone. The instance checks at most ``cold_fetches_per_minute`` new keys in all (503 past
+        it); each process checks :data:`CHECKS_PER_ADDRESS` of one address (of one /48 for IPv6) at
+        once, the others waiting their turn, so that no burst from many addresses of a site is under
+        way before its first refusals count."""
+        with self._turn(_site_of(address) or address):
             per_address, per_minute = self.quotas.rejected_keys_per_minute, self.quotas.cold_fetches_per_minute
-            if per_address and not self._room(REFUSED, address, per_address):
-                wait = self.store.next_free(REFUSED, address)
-                raise LimitReached(f"Your address sent {per_address} API keys that ColabHive rejected in the last "
-                                   f"minute (the limit); try again in {wait:.0f} s with a valid key.", wait, 429)
+            senders = self._senders(address) if per_address else []
+            for sender, limit, who in senders:
+                if not self._room(REFUSED, sender, limit):
+                    wait = self.store.next_free(REFUSED, sender)
+                    raise LimitReached(f"{who} sent {limit} API keys that ColabHive rejected in the last minute "
+                                       f"(the limit); try again in {wait:.0f} s with a valid key.", wait, 429)
             if per_minute and self.store.reserve(COLD, "instance", per_minute, 60.0) is None:
                 raise LimitReached("This server is checking too many new API keys right now; try again shortly.",
                                    self.store.next_free(COLD, "instance"))
             try:
                 yield
             except KeyRejected:
-                if per_address:
-                    self.store.reserve(REFUSED, address, per_address, 60.0)
+                for sender, limit, _ in senders:
+                    self.store.reserve(REFUSED, sender, limit, 60.0)
                 raise
+
+    def _senders(self, address: str) -> list[tuple[str, int, str]]:
+        """Who a rejected key from ``address`` counts against, with its limit and its name in a refusal."""
+        per_address = self.quotas.rejected_keys_per_minute
+        site = _site_of(address)
+        return [(address, per_address, "Your address")] + (
+            [(site, per_address * SITE_SHARE, "Your network (its IPv6 /48)")] if site is not None else [])
 
     def _room(self, space: str, key: str, limit: int) -> bool:
         """Whether a place under ``key`` is free now (reserved and unreserved at once)."""

@@ -58,6 +58,28 @@ def test_a_flood_of_made_up_keys_locks_out_only_its_own_address(gateway_sandbox,
         assert tools_list(attacker, two.url, "hive_made_up_more").status_code == 429  # still refused, unasked
 
 
+def test_made_up_keys_from_the_addresses_of_one_ipv6_site_count_against_the_site(gateway_sandbox, sandbox, journal):
+    """Behind the proxy (the client named by X-Forwarded-For): each /64 of a /48 sends its rejected keys'
+    budget, and past four of them the site's further /64s are refused unasked; a key from another site,
+    real or not, is checked as ever."""
+    sandbox.add_key("hive_from_another_site_0123")
+
+    def from_(address, key):
+        proxy = client("127.0.0.5")
+        proxy.headers["X-Forwarded-For"] = address  # as nginx appends the client it serves
+        return tools_list(proxy, two.url, key)
+
+    with server(gateway_sandbox.url, "--http-workers", "2", rejected_keys_per_minute=2) as two:
+        statuses = [from_(f"2001:db8:7:{i:x}::1", f"hive_made_up_v6_{i}_{j}").status_code for i in range(6)
+                    for j in range(2)]
+        assert statuses == [401] * 8 + [429] * 4
+        refused = from_("2001:db8:7:ff::1", "hive_made_up_v6_more")
+        assert refused.status_code == 429 and "Your network (its IPv6 /48)" in refused.text
+        assert len([e for e in journal("manifest") if e["status"] == 401]) == 8  # the rest never asked
+        assert from_("2001:db8:8::1", "hive_from_another_site_0123").status_code == 200
+        assert from_("2001:db8:8::2", "hive_made_up_elsewhere").status_code == 401
+
+
 def test_two_hundred_real_keys_arriving_at_once_are_all_served(gateway_sandbox, sandbox):
     """Clients returning together (after a restart, behind one address), five requests a key at once:
     every one is served."""
