@@ -9,7 +9,7 @@ import pytest
 
 from colabhive_mcp.protocol.inflight import id_digest
 from colabhive_mcp.transports.http import relay as relay_module
-from colabhive_mcp.transports.http.relay import MAX_MARKERS, MAX_PER_SESSION, CancelRelay
+from colabhive_mcp.transports.http.relay import MAX_MARKERS, MAX_PER_KEY, MAX_PER_SESSION, CancelRelay
 
 from .http_server import HttpServer
 from .test_http import initialize, post, rpc
@@ -47,27 +47,43 @@ def idle(monkeypatch):
 
 def test_a_request_running_here_needs_no_marker(idle, tmp_path):
     relay = CancelRelay(str(tmp_path), Heard(), running=lambda session_id, request_id: request_id == 7)
-    relay.publish("s", 7, "user")
+    relay.publish("k_one", "s", 7, "user")
     assert markers(tmp_path) == []
-    relay.publish("s", 8, "user")
+    relay.publish("k_one", "s", 8, "user")
     assert len(markers(tmp_path)) == 1
 
 
 def test_a_flood_of_cancellations_is_capped_per_session_and_in_all(idle, tmp_path):
     relay = CancelRelay(str(tmp_path), Heard(), elsewhere)
     for request_id in range(MAX_PER_SESSION * 10):
-        relay.publish("flooding", request_id, "user")
+        relay.publish("k_one", "flooding", request_id, "user")
     assert len(markers(tmp_path)) == MAX_PER_SESSION
-    relay.publish("another", 1, "user")  # another session is not held back by it
+    relay.publish("k_one", "another", 1, "user")  # another session is not held back by it
     assert len(markers(tmp_path)) == MAX_PER_SESSION + 1
-    for session in range(MAX_MARKERS // MAX_PER_SESSION + 2):  # many sessions: the directory's cap holds
+    for session in range(MAX_MARKERS // MAX_PER_SESSION + 2):  # many sessions of many keys: the directory's cap holds
         for request_id in range(MAX_PER_SESSION):
-            relay.publish(f"session-{session}", request_id, "user")
+            relay.publish(f"k_{session}", f"session-{session}", request_id, "user")
     assert len(markers(tmp_path)) == MAX_MARKERS
     other_worker = CancelRelay(str(tmp_path), Heard(), elsewhere)
     other_worker._look()  # it counts what the others wrote
-    other_worker.publish("fresh", 1, "user")
+    other_worker.publish("k_one", "fresh", 1, "user")
     assert len(markers(tmp_path)) == MAX_MARKERS
+
+
+def test_the_sessions_of_one_key_hold_at_most_a_fifth_of_the_directory_across_workers(idle, tmp_path):
+    """One key with many sessions cannot crowd out the other keys' cancellations: its markers are capped
+    (counted from the directory, so two workers share the count), and another key's still go through."""
+    first, second = CancelRelay(str(tmp_path), Heard(), elsewhere), CancelRelay(str(tmp_path), Heard(), elsewhere)
+    for session in range(MAX_PER_KEY // MAX_PER_SESSION + 2):
+        for request_id in range(MAX_PER_SESSION):
+            first.publish("k_greedy", f"greedy-{session}", request_id, "user")
+    assert len(markers(tmp_path)) == MAX_PER_KEY
+    second._look()  # the other worker counts them
+    second.publish("k_greedy", "greedy-new", 1, "user")
+    assert len(markers(tmp_path)) == MAX_PER_KEY
+    second.publish("k_other", "s", 1, "user")
+    first.publish("k_other", "s", 2, "user")
+    assert len(markers(tmp_path)) == MAX_PER_KEY + 2
 
 
 def test_an_unchanged_directory_is_not_read(idle, tmp_path, monkeypatch):
@@ -75,7 +91,7 @@ def test_an_unchanged_directory_is_not_read(idle, tmp_path, monkeypatch):
     relay = CancelRelay(str(tmp_path), heard, elsewhere)
     writer = CancelRelay(str(tmp_path), Heard(), elsewhere)
     for request_id in range(20):
-        writer.publish("s", request_id, "user")
+        writer.publish("k_one", "s", request_id, "user")
     settled = time.time() - 5
     os.utime(tmp_path, (settled, settled))  # written a while ago
     relay._look()
@@ -86,7 +102,7 @@ def test_an_unchanged_directory_is_not_read(idle, tmp_path, monkeypatch):
     for _ in range(10):
         relay._look()
     assert scans == []  # not one file listed, stat'ed or opened
-    writer.publish("s", 99, "user")  # the directory changes: the next look reads it
+    writer.publish("k_one", "s", 99, "user")  # the directory changes: the next look reads it
     relay._look()
     assert scans and heard.calls[-1] == ("s", id_digest(99), "user")
 
@@ -107,7 +123,7 @@ def test_malformed_markers_do_not_stop_the_relay(tmp_path, monkeypatch):
     for name, content in bad.items():
         (tmp_path / name).write_bytes(content)
     time.sleep(0.3)  # the watcher has met every one of them
-    CancelRelay(str(tmp_path), Heard(), elsewhere).publish("s", 2, "user")  # another worker's cancellation
+    CancelRelay(str(tmp_path), Heard(), elsewhere).publish("k_one", "s", 2, "user")  # another worker's cancellation
     assert heard.changed.wait(5), "the relay stopped: a valid marker after bad ones was never relayed"
     assert heard.calls == [("s", id_digest(2), "user")]
 
@@ -115,7 +131,7 @@ def test_malformed_markers_do_not_stop_the_relay(tmp_path, monkeypatch):
 def test_a_marker_is_relayed_once_and_removed_when_its_minute_is_up(idle, tmp_path):
     heard = Heard()
     relay = CancelRelay(str(tmp_path), heard, elsewhere)
-    CancelRelay(str(tmp_path), Heard(), elsewhere).publish("s", 1, None)
+    CancelRelay(str(tmp_path), Heard(), elsewhere).publish("k_one", "s", 1, None)
     almost = time.time() - relay_module.MARKER_TTL_S + 0.5
     for name in os.listdir(tmp_path):
         os.utime(tmp_path / name, (almost, almost))

@@ -10,10 +10,13 @@ expires after a minute.
 A client decides how many cancellations it sends, so the relay is bounded: at most
 ``MAX_PER_SESSION`` markers a minute for one session, counted by each worker (a session cannot have
 more calls running than its key's ``tenant_max_concurrent``, 32 by default: this is every one of them
-cancelled twice over), and none while the directory holds ``MAX_MARKERS`` (a minute of 8 relayed
-cancellations a second for the whole instance, far more than clients send; a look at that many takes
-a few milliseconds). A cancellation past either is dropped (the call runs on, as if it had not been
-sent) and counted in ``mcp_errors_total{kind="cancel_relay_dropped"}``. A look at a directory that has
+cancelled twice over); at most ``MAX_PER_KEY`` in the directory for the sessions of one API key (a
+marker's name starts with a tag of its key's id, which every worker counts when it looks), so that a
+key with many sessions cannot crowd out the others' cancellations; and none while the directory holds
+``MAX_MARKERS`` (a minute of 8 relayed cancellations a second for the whole instance, far more than
+clients send; a look at that many takes a few milliseconds). A cancellation past any of them is
+dropped (the call runs on, as if it had not been sent) and counted in
+``mcp_errors_total{kind="cancel_relay_dropped"}``. A look at a directory that has
 not changed since the last one reads no file, and a marker that is not one (garbage, the wrong shape,
 too large) is skipped.
 """
@@ -29,6 +32,8 @@ import threading
 import time
 from typing import Any, Callable
 
+from collections import Counter
+
 from cachetools import TTLCache
 
 from ... import metrics
@@ -42,6 +47,7 @@ MARKER_TTL_S = 60.0
 MAX_MARKER_BYTES = 4096  # more than any marker written here: a session id, a digest, a short reason
 MAX_PER_SESSION = 60  # markers one session may have written per minute, by each worker
 MAX_MARKERS = 500  # in the directory: past it, no marker is written
+MAX_PER_KEY = MAX_MARKERS // 5  # in the directory, for the sessions of one key
 MTIME_SLACK_S = 1.0  # a directory changed this recently may change again within its mtime's granularity
 _DIGEST = re.compile(r"[0-9a-f]{32}")
 
@@ -59,25 +65,29 @@ class CancelRelay:
         self._seen: TTLCache = TTLCache(maxsize=100_000, ttl=MARKER_TTL_S * 2)
         self._written: TTLCache = TTLCache(maxsize=100_000, ttl=120.0)  # (session id, minute) -> markers
         self._markers = 0  # in the directory at the last look, and written here since
+        self._by_key: Counter[str] = Counter()  # the same, by the tag of their key
         self._quiet: int | None = None  # the directory's mtime when last looked at, if it had settled
         self._expires = math.inf  # when the oldest marker seen expires (then a look removes it)
         os.makedirs(directory, exist_ok=True)
         threading.Thread(target=self._watch, name="mcp-cancel-relay", daemon=True).start()
 
-    def publish(self, session_id: str, request_id: Any, reason: Reason | None) -> None:
-        """Relay a cancellation to the other workers, unless the request runs here or a bound is reached."""
+    def publish(self, key_id: str, session_id: str, request_id: Any, reason: Reason | None) -> None:
+        """Relay a cancellation of a session of the key ``key_id`` names (its log id) to the other
+        workers, unless the request runs here or a bound is reached."""
         if self._running(session_id, request_id):
             return
         payload = json.dumps([session_id, id_digest(request_id), reason])
-        name = hashlib.sha256(payload.encode()).hexdigest()[:32]
+        tag = hashlib.sha256(key_id.encode()).hexdigest()[:12]
+        name = f"{tag}.{hashlib.sha256(payload.encode()).hexdigest()[:32]}"
         window = (session_id, int(time.time() // 60))
         with self._lock:
             written = self._written.get(window, 0)
-            if written >= MAX_PER_SESSION or self._markers >= MAX_MARKERS:
+            if written >= MAX_PER_SESSION or self._by_key[tag] >= MAX_PER_KEY or self._markers >= MAX_MARKERS:
                 metrics.ERRORS.labels("cancel_relay_dropped").inc()
                 return
             self._written[window] = written + 1
             self._markers += 1
+            self._by_key[tag] += 1
             self._seen[name] = True  # this process has already applied it
         path = os.path.join(self.directory, name)
         temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
@@ -101,7 +111,7 @@ class CancelRelay:
         changed = os.stat(self.directory).st_mtime_ns
         if changed == self._quiet and now < self._expires:
             return
-        markers, expires = 0, math.inf
+        markers, by_key, expires = 0, Counter[str](), math.inf
         with os.scandir(self.directory) as entries:
             for entry in entries:
                 try:
@@ -110,13 +120,14 @@ class CancelRelay:
                         os.remove(entry.path)
                         continue
                     markers += 1
+                    by_key[entry.name.partition(".")[0]] += 1
                     expires = min(expires, written + MARKER_TTL_S)
                     if not entry.name.endswith(".tmp") and self._first_sight(entry.name):
                         self._relay(entry)
                 except OSError:
                     continue  # removed meanwhile by another worker
         with self._lock:
-            self._markers = markers
+            self._markers, self._by_key = markers, by_key
         self._expires = expires
         self._quiet = changed if now - changed / 1e9 > MTIME_SLACK_S else None
 

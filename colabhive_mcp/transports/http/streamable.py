@@ -126,7 +126,7 @@ class Streamable:
         if not plan.request:
             answer = self.core.handle(frame, tenant=caller.tenant, session=session)
             if self.relay is not None and plan.cancels is not None:
-                self.relay.publish(session.id, *plan.cancels)  # the call may run in another worker
+                self.relay.publish(caller.key.log_id, session.id, *plan.cancels)  # the call may run in another worker
             return Response(status=202) if answer is None else json_response(answer, status_of(answer, STATUS_BY_CODE))
         resumable = self.streams.events is not None and plan.resumable
         stream = _streamed(plan, post.wanted) or (SSE in post.wanted and plan.calls and (resumable or plan.asks))
