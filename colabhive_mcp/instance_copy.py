@@ -87,16 +87,19 @@ class InstanceCopy:
     def _write_content(self, manifest: Manifest) -> None:
         """The parts, then the content that names them (which no reader takes before it is whole). A
         write the store refuses leaves the content unwritten, for the next copy that names it to write."""
+        written = False
         try:
             starts = range(0, len(manifest.entries), PART_ENTRIES)
-            written = True
             for number, start in enumerate(starts):
                 time.sleep(0)  # this worker's requests first: each part waits its turn for the interpreter lock
-                written = written and self.store.put(PARTS, f"{manifest.content}:{number}",
-                                                     manifest.entries[start:start + PART_ENTRIES], KEPT_S * 1.5)
-            if not (written and self.store.put(CONTENTS, manifest.content, {"parts": len(starts)}, KEPT_S * 1.5)):
-                self.store.delete(STORED, manifest.content)
+                if not self.store.put(PARTS, f"{manifest.content}:{number}",
+                                      manifest.entries[start:start + PART_ENTRIES], KEPT_S * 1.5):
+                    break
+            else:
+                written = self.store.put(CONTENTS, manifest.content, {"parts": len(starts)}, KEPT_S * 1.5)
         finally:
+            if not written:
+                self.store.delete(STORED, manifest.content)
             with self._lock:
                 self._writes -= 1
                 release = self._release_when_written and not self._writes

@@ -4,7 +4,7 @@ the catalogue of a whole manifest, while a tenant holds it (:func:`held`).
 
 Beyond what its tenants hold, a process keeps the last :data:`KEPT_ENTRIES` entries it read and
 three times as many definitions and encodings built from them, so that a tenant coming back (or a
-new key with the same actions) finds them: with 3 KB entries, about 150 MB at most, however many
+new key with the same actions) finds them: with 3 KB entries, about 190 MB at most, however many
 different manifests pass through (``scripts/bench.py``, ``distinct_manifests``)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ KEPT_ENTRIES = 8_000  # about 9 KB each for a 3 KB entry, and 3 KB for each thin
 _entries: LRUCache = LRUCache(maxsize=KEPT_ENTRIES)  # digest -> the one entry object
 _built: LRUCache = LRUCache(maxsize=3 * KEPT_ENTRIES)  # (digest, ...) -> the one definition or view built from it
 _held: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # key -> an object some tenant holds
-_building: dict[tuple[int, Hashable], threading.Event] = {}  # (where, key) -> set once its build ends
+_building: dict[tuple[int, Hashable], tuple[int, threading.Event]] = {}  # (where, key) -> (builder, set when built)
 
 
 def digest(value: Any) -> str:
@@ -56,7 +56,7 @@ def _one(kept: MutableMapping[Hashable, Any], key: Hashable, build: Callable[[],
     want it meanwhile wait for that build (a catalogue of a 1 MB manifest takes milliseconds of the
     interpreter lock, which a hundred threads listing at once would each spend again). A build that
     fails leaves the next thread to try."""
-    name = (id(kept), key)
+    name, me = (id(kept), key), threading.get_ident()
     while True:
         with _lock:
             found = kept.get(key)
@@ -64,9 +64,13 @@ def _one(kept: MutableMapping[Hashable, Any], key: Hashable, build: Callable[[],
                 return found
             building = _building.get(name)
             if building is None:
-                building = _building[name] = threading.Event()
+                done = threading.Event()
+                _building[name] = (me, done)
                 break
-        building.wait()
+        builder, done = building
+        if builder == me:  # its own build asks for it: waiting would never end
+            raise RuntimeError(f"building {key!r} needs {key!r} built")
+        done.wait()
     try:
         found = build()
         with _lock:
@@ -74,4 +78,4 @@ def _one(kept: MutableMapping[Hashable, Any], key: Hashable, build: Callable[[],
     finally:
         with _lock:
             del _building[name]
-        building.set()
+        done.set()

@@ -23,7 +23,7 @@ from .memory_store import MemoryStore
 
 CALLS, STARTED, HELD, COLD, REFUSED = "calls", "started", "held", "cold", "refused-keys"
 BUSY_RETRY_S = 5.0  # what to tell a caller refused for a place that frees when some work ends
-CHECKS_PER_ADDRESS = 8  # keys of one client address this process checks with the gateway at once
+CHECKS_PER_ADDRESS = 8  # keys of one client address (IPv6: one /48) this process checks with the gateway at once
 CHECK_QUEUE_S = 30.0  # how long a new key waits for one of those (hosts wait a minute or more for an answer)
 SITE_SHARE = 4  # an IPv6 /48 (a site: 65,536 /64s) may send this many times an address's rejected keys
 
@@ -106,14 +106,18 @@ class Limits:
         it); each process checks :data:`CHECKS_PER_ADDRESS` of one address (of one /48 for IPv6) at
         once, the others waiting their turn, so that no burst from many addresses of a site is under
         way before its first refusals count."""
-        with self._turn(_site_of(address) or address):
+        senders = self._senders(address)
+        widest, _, named = senders[-1]  # (an IPv6 site's checks wait their turn together)
+        with self._turn(widest, named):
             per_address, per_minute = self.quotas.rejected_keys_per_minute, self.quotas.cold_fetches_per_minute
-            senders = self._senders(address) if per_address else []
+            if not per_address:
+                senders = []
             for sender, limit, who in senders:
                 if not self._room(REFUSED, sender, limit):
                     wait = self.store.next_free(REFUSED, sender)
-                    raise LimitReached(f"{who} sent {limit} API keys that ColabHive rejected in the last minute "
-                                       f"(the limit); try again in {wait:.0f} s with a valid key.", wait, 429)
+                    raise LimitReached(f"{who[:1].upper()}{who[1:]} sent {limit} API keys that ColabHive rejected in "
+                                       f"the last minute (the limit); try again in {wait:.0f} s with a valid key.",
+                                       wait, 429)
             if per_minute and self.store.reserve(COLD, "instance", per_minute, 60.0) is None:
                 raise LimitReached("This server is checking too many new API keys right now; try again shortly.",
                                    self.store.next_free(COLD, "instance"))
@@ -128,8 +132,8 @@ class Limits:
         """Who a rejected key from ``address`` counts against, with its limit and its name in a refusal."""
         per_address = self.quotas.rejected_keys_per_minute
         site = _site_of(address)
-        return [(address, per_address, "Your address")] + (
-            [(site, per_address * SITE_SHARE, "Your network (its IPv6 /48)")] if site is not None else [])
+        return [(address, per_address, "your address")] + (
+            [(site, per_address * SITE_SHARE, "your network (its IPv6 /48)")] if site is not None else [])
 
     def _room(self, space: str, key: str, limit: int) -> bool:
         """Whether a place under ``key`` is free now (reserved and unreserved at once)."""
@@ -139,15 +143,16 @@ class Limits:
         return reservation is not None
 
     @contextlib.contextmanager
-    def _turn(self, address: str) -> Iterator[None]:
-        """One of this process's :data:`CHECKS_PER_ADDRESS` checks for ``address`` (waiting for it)."""
+    def _turn(self, address: str, who: str) -> Iterator[None]:
+        """One of this process's :data:`CHECKS_PER_ADDRESS` checks for ``address`` (waiting for it);
+        ``who`` names it in a refusal."""
         with self._lock:
             gate, waiting = self._checking.get(address) or (threading.BoundedSemaphore(CHECKS_PER_ADDRESS), 0)
             self._checking[address] = (gate, waiting + 1)
         try:
             if not gate.acquire(timeout=CHECK_QUEUE_S):
-                raise LimitReached("This server is checking many new API keys from your address; try again "
-                                   "shortly.", BUSY_RETRY_S)
+                raise LimitReached(f"This server is checking many new API keys from {who}; try again shortly.",
+                                   BUSY_RETRY_S)
             try:
                 yield
             finally:

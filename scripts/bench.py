@@ -438,7 +438,8 @@ for k in range(count):
     prepared = [tools.prepared(e) for e in entries(k)]  # as a fetch does, page by page
     manifest = Manifest(tuple(e for _, e in prepared), f'"{k}"', tuple(d for d, _ in prepared))
     tools.Catalog(manifest, Policy(), UNKNOWN, ENTRIES).listing("2025-11-25")  # a first list; then let go
-    if (k + 1) % (count // 5) == 0:
+    del prepared, manifest
+    if (k + 1) % max(1, count // 5) == 0:
         steps.append([k + 1, round(rss() - base, 1)])
 print(json.dumps(steps))
 """

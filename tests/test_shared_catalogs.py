@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 
+import pytest
 import responses
 from responses import matchers
 
@@ -121,3 +122,18 @@ def test_what_a_process_keeps_of_manifests_beyond_its_tenants_is_bounded():
     assert len(interning._built) <= 3 * interning.KEPT_ENTRIES
     latest = {"name": f"own-action-{2 * interning.KEPT_ENTRIES - 1}", "description": "d", "inputSchema": {"type": "object"}}
     assert interning.digest(latest) in interning._entries  # the newest are the ones kept
+
+
+def test_a_build_that_needs_itself_is_an_error_not_a_wait_forever():
+    """A build that asks for its own object (a bug) raises at once: the thread would otherwise wait for
+    itself; the object is built by the next call that does not."""
+    def build():
+        return interning.held(("needs-itself",), build)
+
+    with pytest.raises(RuntimeError, match="needs"):
+        interning.held(("needs-itself",), build)
+    class Thing:
+        pass
+
+    made = Thing()
+    assert interning.held(("needs-itself",), lambda: made) is made
