@@ -10,9 +10,9 @@ default settings, lets the sandbox accept ``--keys`` keys, then starts every cal
 ``tools/call`` of a job that takes ``--seconds``, the calls spread evenly over the keys, each on a
 connection of its own, from one loopback address (``--addresses N``: the keys spread over N, as
 keys of different users come from different clients, which the new-key budgets per client address
-then tell apart). Meanwhile ``/healthz`` is probed every second. It reports how many calls
-succeeded and how long they took, what was refused, the probes' latency, the upstream polls per
-call, and the instance's peak threads and RSS (its process tree, from /proc). Exit status 1 unless
+then tell apart). Meanwhile ``/healthz`` is probed every second, from a process of its own. It
+reports how many calls succeeded and how long they took, what was refused, the probes' latency, the
+upstream polls per call, and the instance's peak threads and RSS (its process tree, from /proc). Exit status 1 unless
 every call succeeded within ``--seconds`` + 10 s, every probe answered within 1 s and the RSS
 stayed under 1 GB.
 """
@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -71,29 +72,43 @@ def call(url: str, key: str, address: str) -> tuple[str, float]:
     return "ok", took
 
 
+PROBE = """
+import sys, time, urllib.request
+while True:
+    time.sleep(1.0)
+    started = time.monotonic()
+    try:
+        ok = urllib.request.urlopen(sys.argv[1], timeout=5).status == 200
+    except Exception:
+        ok = False
+    print(int(ok), time.monotonic() - started, flush=True)
+"""
+
+
 class Watch:
-    """Probes /healthz every second and samples the instance's threads and RSS."""
+    """Probes /healthz every second from a process of its own, as a load balancer would (a probe
+    among this script's 2,000 threads would wait for their interpreter lock), and samples the
+    instance's threads and RSS."""
 
     def __init__(self, server: HttpServer) -> None:
         self.server, self.probes, self.peak_threads, self.peak_rss = server, [], 0, 0.0
+        self.prober = subprocess.Popen([sys.executable, "-c", PROBE, server.root + "/healthz"],
+                                       stdout=subprocess.PIPE, text=True)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
     def run(self) -> None:
         while not self.stop.wait(1.0):
-            started = time.monotonic()
-            try:
-                ok = requests.get(self.server.root + "/healthz", timeout=5).status_code == 200
-            except requests.RequestException:
-                ok = False
-            self.probes.append((ok, time.monotonic() - started))
             threads, rss = process_stats(self.server.process.pid)
             self.peak_threads, self.peak_rss = max(self.peak_threads, threads), max(self.peak_rss, rss)
 
     def close(self) -> None:
         self.stop.set()
         self.thread.join()
+        self.prober.terminate()
+        answers = self.prober.communicate(timeout=10)[0].split()
+        self.probes = [(ok == "1", float(took)) for ok, took in zip(answers[::2], answers[1::2])]
 
 
 def run(calls: int, keys: int, seconds: float, addresses: int = 1) -> dict:
