@@ -27,6 +27,6 @@ def reporter(request: Request) -> Callable[[Update], None] | None:
             request.send("notifications/progress", params)
         if request.wants_log("info"):
             request.send("notifications/message", {"level": "info", "logger": "colabhive",
-                                                   "data": f"{request.params.get('name')}: {status_message(update)}"})
+                                                   "data": f"{request.frame.name}: {status_message(update)}"})
 
     return report

@@ -65,10 +65,6 @@ class Request:
         return self.frame.params
 
     @property
-    def meta(self) -> dict[str, Any]:
-        return self.frame.meta
-
-    @property
     def modern(self) -> bool:
         return self.frame.modern
 

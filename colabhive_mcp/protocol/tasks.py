@@ -32,8 +32,6 @@ from .task_ids import TTL_MS, TaskRef, now
 EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 POLL_INTERVAL_MS = 2_000
-# an invocation's terminal states as a task's (any other: "working")
-STATUS = {"succeeded": "completed", "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
 
 
 def wanted(request: Request) -> bool:
@@ -107,7 +105,8 @@ def update(context: Context, request: Request) -> dict[str, Any]:
 
 def task_fields(ref: TaskRef, invocation: Invocation, status: str | None = None) -> dict[str, Any]:
     """The ``Task`` object (2025-11-25 field names) for where the invocation stands."""
-    fields = {"taskId": ref.task_id, "status": status or STATUS.get(invocation.status, "working"),
+    status = status or ("completed" if invocation.succeeded else invocation.status if invocation.terminal else "working")
+    fields = {"taskId": ref.task_id, "status": status,
               "createdAt": ref.created, "lastUpdatedAt": _updated(ref.created, invocation.updated_at),
               "ttl": TTL_MS, "pollInterval": POLL_INTERVAL_MS}
     if fields["status"] == "working":
