@@ -92,10 +92,10 @@ def read_post(request: HttpRequest, key_of: Callable[[HttpRequest], ApiKey]) -> 
     if request.mimetype != JSON:
         raise HttpError(415, jsonrpc.INVALID_REQUEST, f"Content-Type must be {JSON}")
     key = key_of(request)
-    narrow, address, raw = narrowing(request), client_address(request), body(request)  # unreadable: 400 now
+    narrow, address = narrowing(request), client_address(request)
     frame: Frame | HttpError
     try:
-        frame = request.frame = jsonrpc.parse(raw)
+        frame = frame_of(request)  # a body that cannot be read: 400 (or 413) now
     except JsonRpcError as exc:  # not JSON
         frame = HttpError(400, exc.code, exc.message)
     return Post(wanted, key, narrow, request.headers.get("Mcp-Session-Id"), request.headers.get("MCP-Protocol-Version"),
@@ -130,15 +130,27 @@ def body(request: HttpRequest) -> bytes:
     return data
 
 
+def frame_of(request: HttpRequest) -> Frame:
+    """The body's JSON-RPC frame, parsed once whoever asks (the edge, a transport, an error's answer);
+    raises :class:`JsonRpcError` for a body that is not JSON, every time it is asked, and what
+    :func:`body` raises for one that cannot be read."""
+    if request.frame is None:
+        try:
+            request.frame = jsonrpc.parse(body(request))
+        except JsonRpcError as exc:
+            request.frame = exc
+    if isinstance(request.frame, JsonRpcError):
+        raise request.frame
+    return request.frame
+
+
 def request_id_of(request: HttpRequest) -> Any:
     """The JSON-RPC id of the request's body, when it can be read (an answer decided at the edge
     carries it); ``None`` for a body that is absent, too large, unreadable or not one request."""
     if request.method != "POST":
         return None
-    if request.frame is not None:  # parsed already: not again
-        return request.frame.id
     try:
-        return jsonrpc.parse(request.get_data()).id
+        return frame_of(request).id
     except Exception:  # whatever kept the body from being a request is already being answered
         return None
 
