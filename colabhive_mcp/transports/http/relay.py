@@ -11,7 +11,7 @@ A client decides how many cancellations it sends, so the relay is bounded: at mo
 ``MAX_PER_SESSION`` markers a minute for one session, counted by each worker (a session cannot have
 more calls running than its key's ``tenant_max_concurrent``, 32 by default: this is every one of them
 cancelled twice over); at most ``MAX_PER_KEY`` in the directory for the sessions of one API key (a
-marker's name starts with a tag of its key's id, which every worker counts when it looks), so that a
+marker's name starts with its key's log id, which every worker counts when it looks), so that a
 key with many sessions cannot crowd out the others' cancellations; and none while the directory holds
 ``MAX_MARKERS`` (a minute of 8 relayed cancellations a second for the whole instance, far more than
 clients send; a look at that many takes a few milliseconds). A cancellation past any of them is
@@ -65,7 +65,7 @@ class CancelRelay:
         self._seen: TTLCache = TTLCache(maxsize=100_000, ttl=MARKER_TTL_S * 2)
         self._written: TTLCache = TTLCache(maxsize=100_000, ttl=120.0)  # (session id, minute) -> markers
         self._markers = 0  # in the directory at the last look, and written here since
-        self._by_key: Counter[str] = Counter()  # the same, by the tag of their key
+        self._by_key: Counter[str] = Counter()  # the same, by their key's log id
         self._quiet: int | None = None  # the directory's mtime when last looked at, if it had settled
         self._expires = math.inf  # when the oldest marker seen expires (then a look removes it)
         os.makedirs(directory, exist_ok=True)
@@ -77,17 +77,16 @@ class CancelRelay:
         if self._running(session_id, request_id):
             return
         payload = json.dumps([session_id, id_digest(request_id), reason])
-        tag = hashlib.sha256(key_id.encode()).hexdigest()[:12]
-        name = f"{tag}.{hashlib.sha256(payload.encode()).hexdigest()[:32]}"
+        name = f"{key_id}.{hashlib.sha256(payload.encode()).hexdigest()[:32]}"  # (the id: hex, then a dot)
         window = (session_id, int(time.time() // 60))
         with self._lock:
             written = self._written.get(window, 0)
-            if written >= MAX_PER_SESSION or self._by_key[tag] >= MAX_PER_KEY or self._markers >= MAX_MARKERS:
+            if written >= MAX_PER_SESSION or self._by_key[key_id] >= MAX_PER_KEY or self._markers >= MAX_MARKERS:
                 metrics.ERRORS.labels("cancel_relay_dropped").inc()
                 return
             self._written[window] = written + 1
             self._markers += 1
-            self._by_key[tag] += 1
+            self._by_key[key_id] += 1
             self._seen[name] = True  # this process has already applied it
         path = os.path.join(self.directory, name)
         temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
