@@ -422,6 +422,32 @@ def test_a_code_and_a_refresh_token_work_once_behind_nginx_with_two_instances(ga
             server.stop()
 
 
+def test_the_consent_budget_holds_behind_nginx_with_two_instances(gateway_sandbox):
+    """``oauth_consents_per_minute`` where it is used: the consent page's answers reach one instance
+    (the site sends /authorize there), whose workers count them together; past the budget, 429 with
+    Retry-After, from whichever nginx worker the browser's connection meets."""
+    ports = [free_port(), free_port()]
+    proxy = Nginx([f"127.0.0.1:{port}" for port in ports])
+    servers = []
+    try:
+        for port in ports:
+            servers.append(HttpServer(gateway_sandbox.url, port=port, env={
+                "COLABHIVE_PUBLIC_URL": proxy.url, "COLABHIVE_OAUTH_CONSENTS_PER_MINUTE": "3"}))
+        proxy.start()
+        http = requests.Session()
+        http.headers["Connection"] = "close"
+        flow = Flow(proxy.root, proxy.url, session=http, verify=proxy.cert)
+        flow.register()
+        pages = [flow.authorize(pkce()[1]).text for _ in range(8)]  # opened first, then answered one by one
+        answers = [flow.consent(page, DEMO_KEY) for page in pages]
+        assert [a.status_code for a in answers] == [303] * 3 + [429] * 5, [a.text[:200] for a in answers]
+        assert 0 < int(answers[-1].headers["Retry-After"]) <= 60
+    finally:
+        proxy.stop()
+        for server in servers:
+            server.stop()
+
+
 def test_a_refresh_is_refused_once_the_gateway_rejects_the_key(server, sandbox):
     key = "hive_revoked_before_a_refresh_01"
     sandbox.add_key(key)
