@@ -2,6 +2,7 @@
 working wherever keys work (both eras, sessions, tool calls, logs), and every refusal the issue
 names, each with the RFC's error. The official SDKs' OAuth clients are in test_oauth_sdks.py."""
 
+import contextlib
 import json
 import time
 
@@ -391,21 +392,33 @@ def test_a_host_connects_with_oauth_through_nginx(gateway_sandbox):
         server.stop()
 
 
-def test_a_code_and_a_refresh_token_work_once_behind_nginx_with_two_instances(gateway_sandbox):
-    """Each instance remembers in its own store which codes and refresh tokens were used: the site
-    sends every request of the token endpoint (and the consent page) to one of them."""
+@contextlib.contextmanager
+def two_instances_behind_nginx(gateway_sandbox, consents_per_minute):
+    """Two instances behind the shipped nginx site; a registered client's flow through it, each request
+    on a connection of its own (so to any nginx worker)."""
     ports = [free_port(), free_port()]
     proxy = Nginx([f"127.0.0.1:{port}" for port in ports])
     servers = []
     try:
         for port in ports:
             servers.append(HttpServer(gateway_sandbox.url, port=port, env={
-                "COLABHIVE_PUBLIC_URL": proxy.url, "COLABHIVE_OAUTH_CONSENTS_PER_MINUTE": "0"}))
+                "COLABHIVE_PUBLIC_URL": proxy.url, "COLABHIVE_OAUTH_CONSENTS_PER_MINUTE": str(consents_per_minute)}))
         proxy.start()
         http = requests.Session()
-        http.headers["Connection"] = "close"  # each request on a connection of its own, to any nginx worker
+        http.headers["Connection"] = "close"
         flow = Flow(proxy.root, proxy.url, session=http, verify=proxy.cert)
         flow.register()
+        yield flow
+    finally:
+        proxy.stop()
+        for server in servers:
+            server.stop()
+
+
+def test_a_code_and_a_refresh_token_work_once_behind_nginx_with_two_instances(gateway_sandbox):
+    """Each instance remembers in its own store which codes and refresh tokens were used: the site
+    sends every request of the token endpoint (and the consent page) to one of them."""
+    with two_instances_behind_nginx(gateway_sandbox, 0) as flow:
         for _ in range(4):  # (round-robin would send the second use to the other instance half of the time)
             verifier, challenge = pkce()
             code = flow.code(DEMO_KEY, challenge)
@@ -416,36 +429,17 @@ def test_a_code_and_a_refresh_token_work_once_behind_nginx_with_two_instances(ga
             refreshed, replayed = flow.refresh(refresh_token), flow.refresh(refresh_token)
             assert refreshed.status_code == 200 and replayed.status_code == 400, (refreshed.text, replayed.text)
             assert replayed.json()["error"] == "invalid_grant" and "already used" in replayed.json()["error_description"]
-    finally:
-        proxy.stop()
-        for server in servers:
-            server.stop()
 
 
 def test_the_consent_budget_holds_behind_nginx_with_two_instances(gateway_sandbox):
     """``oauth_consents_per_minute`` where it is used: the consent page's answers reach one instance
     (the site sends /authorize there), whose workers count them together; past the budget, 429 with
     Retry-After, from whichever nginx worker the browser's connection meets."""
-    ports = [free_port(), free_port()]
-    proxy = Nginx([f"127.0.0.1:{port}" for port in ports])
-    servers = []
-    try:
-        for port in ports:
-            servers.append(HttpServer(gateway_sandbox.url, port=port, env={
-                "COLABHIVE_PUBLIC_URL": proxy.url, "COLABHIVE_OAUTH_CONSENTS_PER_MINUTE": "3"}))
-        proxy.start()
-        http = requests.Session()
-        http.headers["Connection"] = "close"
-        flow = Flow(proxy.root, proxy.url, session=http, verify=proxy.cert)
-        flow.register()
+    with two_instances_behind_nginx(gateway_sandbox, 3) as flow:
         pages = [flow.authorize(pkce()[1]).text for _ in range(8)]  # opened first, then answered one by one
         answers = [flow.consent(page, DEMO_KEY) for page in pages]
-        assert [a.status_code for a in answers] == [303] * 3 + [429] * 5, [a.text[:200] for a in answers]
-        assert 0 < int(answers[-1].headers["Retry-After"]) <= 60
-    finally:
-        proxy.stop()
-        for server in servers:
-            server.stop()
+    assert [a.status_code for a in answers] == [303] * 3 + [429] * 5, [a.text[:200] for a in answers]
+    assert 0 < int(answers[-1].headers["Retry-After"]) <= 60
 
 
 def test_a_refresh_is_refused_once_the_gateway_rejects_the_key(server, sandbox):
