@@ -7,8 +7,10 @@ tenants; a rejected key is remembered for ``rejected_key_ttl`` seconds and refus
 the gateway again. A key the instance has not seen is checked within the new-key budgets
 (:meth:`Limits.new_key`: per client address, per instance); one the gateway accepted is remembered
 for ``accepted_key_ttl`` (as its hash, in the instance store, across restarts) and comes back
-without them. Eviction never breaks a call in flight: a tenant is closed only once it is both
-evicted and no longer used.
+without them. A request waiting for the gateway's word on a key holds one of the pool's
+:class:`KeyCheckPlaces` meanwhile (an HTTP worker's places for long requests), so a slow gateway
+cannot make such waits take every thread. Eviction never breaks a call in flight: a tenant is
+closed only once it is both evicted and no longer used.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 from cachetools import LRUCache
 
@@ -53,6 +55,27 @@ class _KeyCheck:
         self.failure: KeyRejected | LimitReached | None = None  # the gateway's no, or why it could not say
 
 
+class KeyCheckPlaces(Protocol):
+    """Places for requests waiting for the gateway's word on a key (an HTTP worker's threads): each
+    raises :class:`LimitReached` when none is free."""
+
+    def by_address(self, address: str) -> contextlib.AbstractContextManager[None]:
+        """For a key the instance has never accepted, sent from ``address``."""
+
+    def by_key(self, digest: str) -> contextlib.AbstractContextManager[None]:
+        """For a key the instance accepted before, or another request's check of the same key."""
+
+
+class _Unbounded:
+    """As many places as there are requests (stdio, and a pool of its own)."""
+
+    def by_address(self, address: str) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def by_key(self, digest: str) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+
 class _EvictingLRU(LRUCache):
     def __init__(self, maxsize: int, on_evict: Callable[[_Slot], None]) -> None:
         super().__init__(maxsize)
@@ -69,9 +92,10 @@ class TenantPool:
 
     def __init__(self, config: Config, size: int | None = None,
                  factory: Callable[[Config, ApiKey], Tenant] = Tenant, store: InstanceStore | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, places: KeyCheckPlaces | None = None) -> None:
         """``store``: where the gateway's verdicts on keys are remembered, ``limits``: where keys
-        checked are counted (the instance's, so every worker knows)."""
+        checked are counted (the instance's, so every worker knows), ``places``: what a request holds
+        while it waits for the gateway's word on a new key (none by default)."""
         self.config = config
         self.factory = factory
         self.store = store or MemoryStore()
@@ -79,6 +103,7 @@ class TenantPool:
         self._lock = threading.Lock()
         self._slots: _EvictingLRU = _EvictingLRU(size or config.pool_size, self._evicted)
         self._key_checks: dict[str, _KeyCheck] = {}
+        self.places: KeyCheckPlaces = places or _Unbounded()
 
     def __len__(self) -> int:
         with self._lock:
@@ -130,21 +155,38 @@ class TenantPool:
         if rejected is not None:
             self._evict(digest)
             raise rejected
-        with self._lock:
-            slot = self._slots.get(digest)
-            if slot is not None:
-                slot.checked = time.monotonic()
-                slot.users += 1
-                return slot
-            waiting = self._key_checks.get(digest)
-            if waiting is None:
-                check = self._key_checks[digest] = _KeyCheck()
-        if waiting is not None:
-            waiting.done.wait()
-            if waiting.failure is not None:
-                raise waiting.failure
-            return self._take(digest, key, address)  # admitted (or evicted since): look again
-        return self._check(digest, key, address, check)
+        return self._verdict(digest, key, address)
+
+    def _in_use(self, digest: str) -> _Slot | None:
+        """Called under the lock: the resident slot, marked checked now and with one more user; ``None``
+        when there is none."""
+        slot = self._slots.get(digest)
+        if slot is not None:
+            slot.checked = time.monotonic()
+            slot.users += 1
+        return slot
+
+    def _verdict(self, digest: str, key: ApiKey, address: str) -> _Slot:
+        """A slot for a key that has none: this request asks the gateway, or waits for the request
+        that does (and looks again once the gateway has said yes), in one of the ``places``: a key
+        the instance never accepted is counted by its sender's address, any other by itself."""
+        with contextlib.ExitStack() as place:
+            while True:
+                known = self.store.get(ACCEPTED, digest) is not None
+                with self._lock:
+                    slot = self._in_use(digest)
+                    if slot is not None:
+                        return slot
+                    waiting = self._key_checks.get(digest)
+                    if waiting is None:  # (a refused place leaves no check behind for others to wait on)
+                        place.enter_context(self.places.by_key(digest) if known else self.places.by_address(address))
+                        check = self._key_checks[digest] = _KeyCheck()
+                        break
+                with self.places.by_key(digest):
+                    waiting.done.wait()
+                if waiting.failure is not None:
+                    raise waiting.failure
+            return self._check(digest, key, address, known, check)
 
     def _evict(self, digest: str) -> None:
         """A rejected key's slot goes (its tenant closed now, when no request uses it)."""
@@ -157,10 +199,10 @@ class TenantPool:
         if idle:
             slot.tenant.close()
 
-    def _check(self, digest: str, key: ApiKey, address: str, check: _KeyCheck) -> _Slot:
+    def _check(self, digest: str, key: ApiKey, address: str, known: bool, check: _KeyCheck) -> _Slot:
         """Ask the gateway about a new key (``check`` tells the requests waiting for the verdict)."""
         try:
-            check.slot = slot = self._admit(key, address)
+            check.slot = slot = self._admit(key, address, known)
         except KeyRejected as exc:
             check.failure = exc
             self._remember(digest, exc)
@@ -185,10 +227,10 @@ class TenantPool:
             self.store.put(REJECTED, digest, {"status": rejected.status, "detail": rejected.detail},
                            self.config.rejected_key_ttl)
 
-    def _admit(self, key: ApiKey, address: str) -> _Slot:
-        """A tenant for ``key`` once the gateway says yes: at once for a key it accepted before,
-        else within the new-key budgets."""
-        if self.store.get(ACCEPTED, key.digest) is not None:
+    def _admit(self, key: ApiKey, address: str, known: bool) -> _Slot:
+        """A tenant for ``key`` once the gateway says yes: at once for a key it accepted before
+        (``known``), else within the new-key budgets."""
+        if known:
             return self._verified(key)
         with self.limits.new_key(address):
             return self._verified(key)

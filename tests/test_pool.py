@@ -7,7 +7,9 @@ import pytest
 
 from colabhive_mcp.config import Config
 from colabhive_mcp.keys import ApiKey, KeyRejected
+from colabhive_mcp.limits import LimitReached, Limits, Quotas
 from colabhive_mcp.pool import TenantPool
+from colabhive_mcp.transports.http.admission import Admission
 
 
 class FakeTenant:
@@ -125,3 +127,50 @@ def test_a_key_rejected_later_is_dropped_and_remembered():
         with pool.tenant(ApiKey.of("key-revoked")):
             pass
     assert FakeTenant.verified == ["key-revoked"]
+
+
+def test_requests_waiting_for_the_gateways_word_on_a_key_hold_places_by_address_or_by_key():
+    """A worker of 16 threads has 12 places: a new key's check takes one of its address's share (6),
+    and requests waiting for that check take the key's; past a share, 429 at once. A key the instance
+    accepted before is counted by itself, not by its address; once the checks end, the places are free."""
+    asked, answer = threading.Event(), threading.Event()
+
+    class SlowGateway(FakeTenant):
+        def verify(self):
+            asked.set()
+            answer.wait(10)
+
+    config = Config(http_threads=16)
+    admission = Admission(config, Limits(Quotas.of(config)))
+    pool = TenantPool(config, factory=SlowGateway, places=admission)
+    answered = []
+
+    def first_list(key):
+        with pool.tenant(ApiKey.of(key), "192.0.2.1") as tenant:
+            answered.append(tenant)
+
+    def held_by(count):
+        deadline = time.monotonic() + 5
+        while admission.used < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return admission.used
+
+    threads = [threading.Thread(target=first_list, args=(f"key-new-{i}",)) for i in range(6)]  # its address's share
+    for thread in threads:
+        thread.start()
+    assert asked.wait(5) and held_by(6) == 6
+    with pytest.raises(LimitReached) as refused:
+        with pool.tenant(ApiKey.of("key-new-6"), "192.0.2.1"):
+            pass
+    assert refused.value.status == 429 and "from your address" in str(refused.value)
+    pool.store.put("accepted", ApiKey.of("key-known").digest, True, 60)  # accepted before (another worker)
+    threads += [threading.Thread(target=first_list, args=(key,)) for key in ("key-known", "key-new-0")]
+    for thread in threads[6:]:
+        thread.start()
+    assert held_by(8) == 8  # neither counted by the address
+    answer.set()
+    for thread in threads:
+        thread.join(5)
+    assert len(answered) == 8 and admission.used == 0
+    with pool.tenant(ApiKey.of("key-new-6"), "192.0.2.1"):
+        pass

@@ -28,7 +28,6 @@ from ...logs import configure, log
 from ...loopback import LOOPBACK_NAMES, is_loopback
 from ...protocol import Server, jsonrpc
 from ...store import open_store
-from .admission import Admission
 from .events import EventStore
 from .incoming import HttpRequest
 from .legacy_sse import LegacySse
@@ -62,7 +61,7 @@ class McpApp:
         streams = Streams(config, EventStore() if resumable else None)
         relay = CancelRelay(os.path.join(config.runtime_dir, RELAY_DIR),
                             self.core.cancel_relayed, self.core.running) if config.runtime_dir else None
-        admission = Admission(config, self.tenancy.limits)
+        admission = self.tenancy.admission
         self.streamable = Streamable(self.core, config, self.tenancy, admission, streams, sessions, relay)
         self.core.on_session_change(self.streamable.remember)
         self.legacy_sse = LegacySse(self.core, self.tenancy, admission, streams, sessions)

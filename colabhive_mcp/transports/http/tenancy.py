@@ -21,6 +21,7 @@ from ...pool import TenantPool
 from ...protocol import jsonrpc
 from ...state import InstanceStore
 from ...tenant import Tenant
+from .admission import Admission
 from .incoming import Headers, HttpRequest
 from .wire import INVALID_TOKEN, HttpError
 
@@ -35,8 +36,10 @@ class Tenancy:
         self.limits = self.instance.limits
         self.single_key = ApiKey.of(config.api_key or "")
         self.single = Tenant(config, self.single_key, self.instance) if config.single_tenant and config.api_key else None
+        self.admission = Admission(config, self.limits)  # who may hold a thread for long (a key's check too)
         self.pool = None if config.single_tenant else TenantPool(
-            config, factory=lambda c, key: Tenant(c, key, self.instance), store=store, limits=self.limits)
+            config, factory=lambda c, key: Tenant(c, key, self.instance), store=store, limits=self.limits,
+            places=self.admission)
         oauth = config.oauth_on and not config.single_tenant
         self.endpoints = Endpoints.of(config.public_url) if oauth and config.public_url else None
         self.grants = Grants(config.session_secret or "", config.public_url or "", store, config.oauth_access_token_ttl,
