@@ -1,8 +1,9 @@
 """The manifest cache: TTL, ETag revalidation, one upstream fetch at a time, stale on failure.
 
 A :class:`Manifest` is immutable; the cache swaps in a new one when the gateway has news.
-Threads that find the copy stale while another thread is fetching wait for that fetch
-instead of starting their own, so a burst of cold requests costs one upstream GET. With an
+Threads that find the copy stale while another thread is fetching serve that copy meanwhile, and
+with none yet they wait for that fetch instead of starting their own, so a burst of cold requests
+costs one upstream GET. With an
 :class:`~colabhive_mcp.instance_copy.InstanceCopy`, the workers of an instance share that work
 through its store (:mod:`colabhive_mcp.instance_copy`).
 """
@@ -104,10 +105,13 @@ class ManifestCache:
         return self._current
 
     def get(self) -> Manifest:
-        """The manifest, revalidated first if its TTL ran out. Raises :class:`KeyRejected` (also
-        from memory, for a while after the gateway said so) or :class:`ManifestError`."""
+        """The manifest, revalidated first if its TTL ran out (while another thread revalidates it,
+        the copy held: a slow gateway keeps one thread waiting, not every request of the tenant).
+        Raises :class:`KeyRejected` (also from memory, for a while after the gateway said so) or
+        :class:`ManifestError`."""
         current = self._current
-        if current is not None and self.clock() < self._expires and self._rejection is None:
+        if current is not None and self._rejection is None and (
+                self.clock() < self._expires or self._fetch_lock.locked()):
             metrics.MANIFEST.labels("hit").inc()
             return current
         with self._fetch_lock:

@@ -233,6 +233,24 @@ def answer_in_thread(cache):
     return thread, answered
 
 
+def test_while_one_thread_revalidates_an_expired_copy_the_others_serve_it_at_once():
+    """A slow gateway holds the revalidation of an expired copy: the tenant's other requests are
+    answered from the copy meanwhile (none holds a thread until the gateway answers), and from the
+    gateway's answer once it has come."""
+    gateway, clock = Publisher(), Clock()
+    cache = ManifestCache(gateway, ttl=60, clock=clock)
+    assert cache.get().etag == '"v1"'
+    clock.now += 61
+    gateway.version = 2
+    begun, answer = gateway.hold_next()
+    thread, answered = answer_in_thread(cache)
+    assert begun.wait(5)
+    assert cache.get().etag == '"v1"' and not answer.is_set()  # at once, while the gateway is still asked
+    answer.set()
+    thread.join(10)
+    assert answered[0].etag == '"v2"' and cache.get().etag == '"v2"'
+
+
 @pytest.mark.parametrize("conditional", [False, True])
 def test_a_fetch_begun_before_a_refresh_does_not_undo_it(conditional):
     """Worker A asks the gateway (for the whole manifest, or whether its copy is current); an
