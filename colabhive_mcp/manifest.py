@@ -97,6 +97,7 @@ class ManifestCache:
         self._expires = math.inf if snapshot is not None else 0.0
         self._rejection: KeyRejected | None = None
         self._fetch_lock = threading.Lock()
+        self._answered = -math.inf  # when (time.monotonic()) the gateway last answered a fetch with a manifest
         self._unsaved: Manifest | None = None  # fetched, and not yet written to ``saved``
         self._save_lock = threading.Lock()
 
@@ -123,11 +124,14 @@ class ManifestCache:
                     return self._current  # another thread refreshed it while we waited
             return self._refresh()
 
-    def refresh(self) -> Manifest:
+    def refresh(self, since: float = math.inf) -> Manifest:
         """The manifest, asked of the gateway now, whatever the TTL and whatever another worker is
-        fetching (e.g. after an action was published); the instance's copy follows the answer, and
-        no answer to a question asked before undoes it."""
+        fetching (e.g. after an action was published), unless it answered this cache after ``since``
+        (a :func:`time.monotonic` reading; by default, it is asked); the instance's copy follows the answer, and no answer to a
+        question asked before undoes it."""
         with self._fetch_lock:
+            if self._current is not None and self._answered > since:
+                return self._current
             if self.instance is not None:
                 self.instance.expire()
             return self._fetch()
@@ -206,7 +210,7 @@ class ManifestCache:
         except GatewayError as exc:
             return self._fall_back(exc)
         took_ms = round((time.perf_counter() - started) * 1000, 1)
-        self._rejection, self._expires = None, self.clock() + self.ttl
+        self._rejection, self._expires, self._answered = None, self.clock() + self.ttl, time.monotonic()
         if document is None or (known is not None and document.etag and document.etag == etag):
             if known is None:
                 return self._fall_back(GatewayError("the gateway answered 304 to an unconditional request"))

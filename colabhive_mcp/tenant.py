@@ -8,6 +8,7 @@ gateway or its manifest: it starts, follows and stops work, revalidates and watc
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from typing import Any, Callable, NamedTuple
 
@@ -130,11 +131,12 @@ class Tenant:
         before an answer, which must not wait for it."""
         self.manifest.save()
 
-    def revalidate(self) -> Manifest:
-        """The manifest, asked of the gateway now (e.g. after an action was published). Raises
-        :class:`Unreachable` (and no copy to fall back on) or :class:`KeyRejected`."""
+    def revalidate(self, since: float = math.inf) -> Manifest:
+        """The manifest, asked of the gateway now (e.g. after an action was published) unless the gateway
+        answered it after ``since`` (a :func:`time.monotonic` reading). Raises :class:`Unreachable`
+        (and no copy to fall back on) or :class:`KeyRejected`."""
         try:
-            return self.manifest.refresh()
+            return self.manifest.refresh(since)
         except ManifestError as exc:
             raise Unreachable(str(exc)) from exc
 

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
+from colabhive_mcp.sandbox.contract import fingerprint
 
 from .http_server import HttpServer, SECRET, free_port, log_events, rpc_messages
 from .nginx import Nginx
@@ -452,3 +453,24 @@ def test_a_refresh_is_refused_once_the_gateway_rejects_the_key(server, sandbox):
     refused = flow.refresh(tokens["refresh_token"])
     assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant", refused.text
     assert "no longer accepts the key" in refused.json()["error_description"]
+
+
+def test_a_refresh_for_a_key_no_worker_holds_asks_the_gateway_once(gateway_sandbox, sandbox, journal):
+    """The refresh's tenant is made for it (evicted since its consent, its copy out of date): the
+    gateway's answer to that check is the refresh's answer, not asked for a second time."""
+    key = "hive_refreshed_while_evicted_01"
+    sandbox.add_key(key)
+    one = HttpServer(gateway_sandbox.url, "--http-workers", "1", public=True, env={
+        "COLABHIVE_OAUTH_LOOPBACK_CLIENTS": "true", "COLABHIVE_POOL_SIZE": "1", "COLABHIVE_MANIFEST_TTL": "1"})
+    try:
+        flow = Flow(one.root, one.url)
+        tokens = flow.tokens(key)
+        assert modern(one.url, "tools/list", key=DEMO_KEY).status_code == 200  # evicts the key's tenant
+        time.sleep(1.5)  # its manifest is out of date
+        asked = len([e for e in journal("manifest") if e["key"] == fingerprint(key) and e["cursor"] is None])
+        refreshed = flow.refresh(tokens["refresh_token"])
+        assert refreshed.status_code == 200, refreshed.text
+        after = [e for e in journal("manifest") if e["key"] == fingerprint(key) and e["cursor"] is None]
+        assert len(after) - asked == 1
+    finally:
+        one.stop()

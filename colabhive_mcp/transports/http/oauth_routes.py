@@ -11,6 +11,7 @@ refresh), logs and metrics. The metadata, token and registration endpoints answe
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Callable
 from urllib.parse import parse_qsl
 
@@ -175,9 +176,10 @@ class OAuthRoutes:
         """New tokens for a refresh token, once the gateway says now that it still accepts the key (a
         warm tenant's word is not enough: the key may have been revoked since)."""
         grant = self.grants.refresh_grant(form)
+        asked = time.monotonic()
         try:
             with self.tenancy.tenant(ApiKey.of(grant.key), address) as tenant:
-                tenant.revalidate()
+                tenant.revalidate(since=asked)  # (a tenant made for this request has just asked)
         except KeyRejected:
             raise OAuthError("invalid_grant", "ColabHive no longer accepts the key of this grant: connect "
                              "again.") from None
