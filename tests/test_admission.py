@@ -254,6 +254,25 @@ def test_new_keys_waiting_for_a_slow_gateway_leave_threads_for_everyone_else(gat
     assert all(a.headers["Retry-After"] and "waiting for ColabHive to check" in a.text for a in refused)
 
 
+def test_a_single_tenant_servers_first_check_on_a_slow_gateway_leaves_threads_for_health_checks(gateway_sandbox,
+                                                                                               sandbox):
+    """The configured key's first check waits 8 s for the gateway: the requests waiting for it hold
+    the worker's places for long requests (4 of 8 threads), the rest are refused at once (503),
+    /healthz is answered meanwhile, and once the check is done every request is served."""
+    sandbox.faults.add(route="manifest", kind="latency", seconds=8.0)
+    with server(gateway_sandbox.url, "--single-tenant", "--http-workers", "1", http_threads=8,
+                api_key=DEMO_KEY_B) as one:
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            lists = [pool.submit(modern, one.url, "tools/list", key=None) for _ in range(12)]
+            time.sleep(1)  # the check is under way
+            assert health_time(one, probes=1) < 2  # one probe: a second one would find the check over
+            answered = [f.result() for f in lists]
+        statuses = sorted(a.status_code for a in answered)
+        assert set(statuses) == {200, 503} and statuses.count(200) <= 4, statuses
+        assert all(a.headers["Retry-After"] for a in answered if a.status_code == 503)
+        assert modern(one.url, "tools/list", key=None).status_code == 200
+
+
 @pytest.mark.parametrize("threads, served", [(None, "all"), (64, "the budget")])
 def test_many_long_calls_leave_health_checks_fast(gateway_sandbox, sandbox, threads, served):
     """300 concurrent 4 s calls from 10 keys: at the defaults every one is served; with 64 threads a
