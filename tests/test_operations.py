@@ -1,7 +1,10 @@
 """Operating the hosted server: metrics across gunicorn workers, probes, and the refresh endpoint."""
 
+import concurrent.futures
 import hashlib
 import re
+import socket
+import time
 
 import requests
 
@@ -69,6 +72,29 @@ def test_probes_and_refresh(gateway_sandbox, sandbox):
         assert unavailable.status_code == 503 and unavailable.json() == {"status": "unavailable"}
     finally:
         dead.stop()
+
+
+def test_readiness_probes_of_a_gateway_that_never_answers_hold_one_thread_not_all():
+    """The gateway accepts connections and never answers: one /readyz at a time waits for it (2 s),
+    the others answer at once (503: not known to be ready), and /healthz meanwhile too."""
+    with socket.socket() as silent:  # connections wait in its backlog, never read
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        server = HttpServer(f"http://127.0.0.1:{silent.getsockname()[1]}/api/builder/v1", "--http-workers", "1",
+                            "--http-threads", "8")
+        try:
+            with concurrent.futures.ThreadPoolExecutor(24) as pool:
+                probes = [pool.submit(requests.get, server.root + "/readyz", timeout=30) for _ in range(24)]
+                time.sleep(0.5)
+                health = time.perf_counter()
+                assert requests.get(server.root + "/healthz", timeout=30).status_code == 200
+                assert time.perf_counter() - health < 2
+                answers = [p.result() for p in probes]
+                assert [a.status_code for a in answers] == [503] * 24
+                waits = sorted(a.elapsed.total_seconds() for a in answers)
+                assert waits[-1] >= 2 and waits[-2] < 1.5, waits  # one asked; the others did not wait for it
+        finally:
+            server.stop()
 
 
 def test_metrics_on_an_address_others_can_reach_need_the_metrics_token(gateway_sandbox):

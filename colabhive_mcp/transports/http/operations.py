@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hmac
+import threading
 import time
 
 from werkzeug.wrappers import Response
@@ -27,6 +28,7 @@ class Operations:
         self.config = config
         self.tenancy = tenancy
         self._readiness = (float("-inf"), False)  # (checked at, gateway reachable)
+        self._asking = threading.Lock()  # held by the one request asking the gateway
 
     @staticmethod
     def health() -> Answer:
@@ -34,10 +36,13 @@ class Operations:
 
     def ready(self) -> Answer:
         """Ready when the gateway answers at all (a 401 to a keyless request is an answer); asked at
-        most every few seconds."""
-        now = time.monotonic()
-        if now - self._readiness[0] > READINESS_TTL_S:
-            self._readiness = (now, reachable(self.config.api_url, READINESS_TIMEOUT_S))
+        most every few seconds, by one request at a time (the others meanwhile answer what it said
+        last: a gateway that does not answer holds one thread, not every probe's)."""
+        if time.monotonic() - self._readiness[0] > READINESS_TTL_S and self._asking.acquire(blocking=False):
+            try:
+                self._readiness = (time.monotonic(), reachable(self.config.api_url, READINESS_TIMEOUT_S))
+            finally:
+                self._asking.release()
         ready = self._readiness[1]
         return json_response({"status": "ready" if ready else "unavailable"}, 200 if ready else 503)
 
