@@ -2,8 +2,10 @@
 working wherever keys work (both eras, sessions, tool calls, logs), and every refusal the issue
 names, each with the RFC's error. The official SDKs' OAuth clients are in test_oauth_sdks.py."""
 
+import concurrent.futures
 import contextlib
 import json
+import socket
 import time
 
 import pytest
@@ -17,6 +19,7 @@ from colabhive_mcp.sandbox.contract import fingerprint
 from .http_server import HttpServer, SECRET, free_port, log_events, rpc_messages
 from .nginx import Nginx
 from .oauth_flow import Flow, Pages, error_code, pkce, query
+from .test_admission import health_time
 from .test_http import initialize, modern, post, rpc
 
 TASKS = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
@@ -474,3 +477,28 @@ def test_a_refresh_for_a_key_no_worker_holds_asks_the_gateway_once(gateway_sandb
         assert len(after) - asked == 1
     finally:
         one.stop()
+
+
+def test_client_documents_that_never_come_hold_a_few_threads_not_all(gateway_sandbox):
+    """30 consent pages at once, each naming a client whose metadata document never comes: 8 wait for
+    theirs (5 s at most), the others are refused at once (503, Retry-After), and /healthz is answered."""
+    with socket.socket() as silent:  # connections wait in its backlog, never read
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        one = HttpServer(gateway_sandbox.url, "--http-workers", "1", "--http-threads", "16", public=True,
+                         env={"COLABHIVE_OAUTH_LOOPBACK_CLIENTS": "true"})
+        try:
+            pages = [f"{one.root}/authorize?client_id=http://127.0.0.1:{silent.getsockname()[1]}/client-{i}.json"
+                     for i in range(30)]
+            with concurrent.futures.ThreadPoolExecutor(len(pages)) as pool:
+                answers = [pool.submit(requests.get, page, timeout=30) for page in pages]
+                time.sleep(1)
+                assert health_time(one, probes=1) < 2  # one probe: a second one would find the fetches over
+                answers = [a.result() for a in answers]
+        finally:
+            one.stop()
+    busy = [a for a in answers if a.status_code == 503]
+    assert len(busy) >= len(pages) - 8 and all(a.headers["Retry-After"] == "5" for a in busy)
+    assert all("fetching many client metadata documents" in a.text for a in busy)
+    assert all(a.status_code == 400 and "too slow to arrive" in a.text for a in answers if a.status_code != 503), \
+        [(a.status_code, a.text[:200]) for a in answers]

@@ -5,7 +5,10 @@ name and redirect URIs. The URL's host is resolved once, every address it resolv
 public (no loopback, private, link-local, shared or reserved range), and the connection goes to
 that checked address (so a second lookup cannot rebind it), with TLS verified for the host name.
 No redirects; at most :data:`MAX_BYTES`, all of it within :data:`TIMEOUT_S`; a good document is kept
-:data:`CACHE_S` seconds. A test setting allows this machine's addresses, over plain http too.
+:data:`CACHE_S` seconds. A process fetches at most :data:`FETCHES_AT_ONCE` documents at once (anyone
+may name a slow one), so those fetches never hold more of a worker's threads; past it, the answer is
+``temporarily_unavailable`` at once, and documents kept are still served. A test setting allows this
+machine's addresses, over plain http too.
 """
 
 from __future__ import annotations
@@ -30,8 +33,11 @@ from ..loopback import is_loopback
 MAX_BYTES = 16 * 1024
 TIMEOUT_S = 5.0
 CACHE_S = 300.0
+FETCHES_AT_ONCE = 8
+BUSY_RETRY_S = 5
 _cache: TTLCache = TTLCache(maxsize=256, ttl=CACHE_S)
 _lock = threading.Lock()
+_fetching = threading.BoundedSemaphore(FETCHES_AT_ONCE)
 
 
 def is_document_url(client_id: str) -> bool:
@@ -47,7 +53,13 @@ def fetch(url: str, *, loopback: bool = False) -> dict[str, Any]:
     if found is not None:
         return found
     parts, port = _checked_url(url, loopback)
-    document = _get(parts, _public_address(parts.hostname or "", port, loopback), port)
+    if not _fetching.acquire(blocking=False):
+        raise OAuthError("temporarily_unavailable", "This server is fetching many client metadata documents "
+                         "right now; try again shortly.", 503, BUSY_RETRY_S)
+    try:
+        document = _get(parts, _public_address(parts.hostname or "", port, loopback), port)
+    finally:
+        _fetching.release()
     with _lock:
         _cache[url] = document
     return document

@@ -7,11 +7,12 @@ from ..logs import log
 
 
 class OAuthError(Exception):
-    """A refusal: ``error`` is the RFC's code, ``description`` one sentence for people, ``status`` HTTP's."""
+    """A refusal: ``error`` is the RFC's code, ``description`` one sentence for people, ``status`` HTTP's,
+    ``retry_after`` the seconds to wait when trying again later may succeed."""
 
-    def __init__(self, error: str, description: str, status: int = 400) -> None:
+    def __init__(self, error: str, description: str, status: int = 400, retry_after: int | None = None) -> None:
         super().__init__(description)
-        self.error, self.description, self.status = error, description, status
+        self.error, self.description, self.status, self.retry_after = error, description, status, retry_after
 
     def body(self) -> dict[str, str]:
         return {"error": self.error, "error_description": self.description}

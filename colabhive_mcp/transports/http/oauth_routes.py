@@ -11,6 +11,7 @@ refresh), logs and metrics. The metadata, token and registration endpoints answe
 from __future__ import annotations
 
 import json
+import math
 import time
 from typing import Any, Callable
 from urllib.parse import parse_qsl
@@ -21,6 +22,7 @@ from ... import metrics
 from ...config import Config
 from ...errors import ColabHiveError
 from ...keys import ApiKey, KeyRejected, well_formed
+from ...limits import BUSY_RETRY_S
 from ...logs import log
 from ...oauth import OAuthError
 from ...oauth.errors import refused
@@ -93,7 +95,7 @@ class OAuthRoutes:
             wanted = self.consent.request(request.args)
         except OAuthError as exc:
             refused(exc)
-            return _page(error_page(exc), 400, None)
+            return _refusal_page(exc)
         except Redirected as exc:
             refused(exc.error)
             return self._back(exc.redirect_uri, exc.state, error=exc.error.error,
@@ -106,16 +108,15 @@ class OAuthRoutes:
         limit = self.config.oauth_consents_per_minute
         if limit and self.store.reserve(CONSENTS, address, limit, 60.0) is None:
             refused(OAuthError("rate_limited", "too many consent forms from one address"))
-            answer = _page(error_page(OAuthError("temporarily_unavailable", f"More than {limit} attempts from your "
-                                                 "address in a minute: wait a minute, then try again.")), 429, None)
-            answer.headers["Retry-After"] = str(max(1, round(self.store.next_free(CONSENTS, address))))
-            return answer
+            return _refusal_page(OAuthError("temporarily_unavailable", f"More than {limit} attempts from your address "
+                                            "in a minute: wait a minute, then try again.", 429,
+                                            max(1, round(self.store.next_free(CONSENTS, address)))))
         form = _form(request)
         try:
             wanted = self.consent.submitted(form.get("request"))
         except OAuthError as exc:
             refused(exc)
-            return _page(error_page(exc), 400, None)
+            return _refusal_page(exc)
         if form.get("action") == "deny":
             refused(OAuthError("access_denied", "the user denied access"))
             return self._back(wanted.redirect_uri, wanted.state, error="access_denied",
@@ -167,7 +168,7 @@ class OAuthRoutes:
                 raise OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token.")
         except OAuthError as exc:
             refused(exc)
-            return _json(exc.body(), exc.status, NO_STORE)
+            return _json_refusal(exc)
         metrics.OAUTH.labels("token_issued", "").inc()
         log.bind(grant_type=grant_type).info("oauth.token.issued")
         return _json(tokens, 200, NO_STORE)
@@ -184,7 +185,8 @@ class OAuthRoutes:
             raise OAuthError("invalid_grant", "ColabHive no longer accepts the key of this grant: connect "
                              "again.") from None
         except ColabHiveError as exc:
-            raise OAuthError("temporarily_unavailable", exc.message, 503) from None
+            raise OAuthError("temporarily_unavailable", exc.message, 503,
+                             math.ceil(exc.retry_after or BUSY_RETRY_S)) from None
         return self.grants.rotate(form["refresh_token"], grant)
 
     def register(self, request: HttpRequest) -> Answer:
@@ -197,7 +199,7 @@ class OAuthRoutes:
             registered = self.clients.register(metadata)
         except OAuthError as exc:
             refused(exc)
-            return _json(exc.body(), exc.status, NO_STORE)
+            return _json_refusal(exc)
         log.bind(client=registered["client_name"]).info("oauth.client.registered")
         return _json(registered, 201, NO_STORE)
 
@@ -212,6 +214,24 @@ def _form(request: HttpRequest) -> dict[str, str]:
 
 def _json(document: Any, status: int, headers: dict[str, str]) -> Response:
     return Response(json.dumps(document), status, headers=headers, mimetype=JSON)
+
+
+def _json_refusal(exc: OAuthError) -> Response:
+    """An OAuth endpoint's refusal as RFC 6749 words it."""
+    return _retry_after(_json(exc.body(), exc.status, NO_STORE), exc)
+
+
+def _refusal_page(exc: OAuthError) -> Response:
+    """The page for a refusal with no client to send the user back to: 400, or the refusal's own
+    status when trying again later may succeed."""
+    return _retry_after(_page(error_page(exc), exc.status if exc.retry_after else 400, None), exc)
+
+
+def _retry_after(answer: Response, exc: OAuthError) -> Response:
+    """``answer``, with the refusal's ``Retry-After`` when it has one."""
+    if exc.retry_after:
+        answer.headers["Retry-After"] = str(exc.retry_after)
+    return answer
 
 
 def _page(text: str, status: int, redirect_uri: str | None) -> Response:
