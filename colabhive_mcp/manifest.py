@@ -97,7 +97,7 @@ class ManifestCache:
         self._expires = math.inf if snapshot is not None else 0.0
         self._rejection: KeyRejected | None = None
         self._fetch_lock = threading.Lock()
-        self._answered = -math.inf  # when (time.monotonic()) the gateway last answered a fetch with a manifest
+        self._asked = -math.inf  # when (time.monotonic()) the gateway was asked what it last answered with a manifest
         self._unsaved: Manifest | None = None  # fetched, and not yet written to ``saved``
         self._save_lock = threading.Lock()
 
@@ -126,11 +126,11 @@ class ManifestCache:
 
     def refresh(self, since: float = math.inf) -> Manifest:
         """The manifest, asked of the gateway now, whatever the TTL and whatever another worker is
-        fetching (e.g. after an action was published), unless it answered this cache after ``since``
-        (a :func:`time.monotonic` reading; by default, it is asked); the instance's copy follows the answer, and no answer to a
+        fetching (e.g. after an action was published), unless it answered this cache a question asked
+        after ``since`` (a :func:`time.monotonic` reading; by default, it is asked); the instance's copy follows the answer, and no answer to a
         question asked before undoes it."""
         with self._fetch_lock:
-            if self._current is not None and self._answered > since:
+            if self._current is not None and self._asked > since:
                 return self._current
             if self.instance is not None:
                 self.instance.expire()
@@ -196,7 +196,7 @@ class ManifestCache:
         known = current or self._saved()  # what the gateway is asked about
         etag = known.etag if known else None
         asked = self.instance.clock() if self.instance is not None else 0.0
-        started = time.perf_counter()
+        started, sent = time.perf_counter(), time.monotonic()
         try:
             document = self.gateway.fetch_manifest(etag if self.conditional else None, self.prepare)
         except KeyRejected as exc:  # no stale copy for a key that is no longer accepted
@@ -210,7 +210,7 @@ class ManifestCache:
         except GatewayError as exc:
             return self._fall_back(exc)
         took_ms = round((time.perf_counter() - started) * 1000, 1)
-        self._rejection, self._expires, self._answered = None, self.clock() + self.ttl, time.monotonic()
+        self._rejection, self._expires, self._asked = None, self.clock() + self.ttl, sent
         if document is None or (known is not None and document.etag and document.etag == etag):
             if known is None:
                 return self._fall_back(GatewayError("the gateway answered 304 to an unconditional request"))

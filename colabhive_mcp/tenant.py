@@ -133,7 +133,7 @@ class Tenant:
 
     def revalidate(self, since: float = math.inf) -> Manifest:
         """The manifest, asked of the gateway now (e.g. after an action was published) unless the gateway
-        answered it after ``since`` (a :func:`time.monotonic` reading). Raises :class:`Unreachable`
+        answered a question asked after ``since`` (a :func:`time.monotonic` reading). Raises :class:`Unreachable`
         (and no copy to fall back on) or :class:`KeyRejected`."""
         try:
             return self.manifest.refresh(since)

@@ -3,6 +3,7 @@ pins, and answers recorded in the order they were asked."""
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -249,6 +250,24 @@ def test_while_one_thread_revalidates_an_expired_copy_the_others_serve_it_at_onc
     answer.set()
     thread.join(10)
     assert answered[0].etag == '"v2"' and cache.get().etag == '"v2"'
+
+
+def test_a_refresh_since_a_moment_asks_again_unless_a_question_asked_after_it_was_answered():
+    class Counting(Publisher):
+        asked = 0
+
+        def fetch_manifest(self, etag=None, prepare=None):
+            self.asked += 1
+            return super().fetch_manifest(etag, prepare)
+
+    gateway = Counting()
+    cache = ManifestCache(gateway, ttl=60)
+    before = time.monotonic()
+    assert cache.get().etag == '"v1"' and gateway.asked == 1
+    assert cache.refresh(since=before).etag == '"v1"' and gateway.asked == 1  # asked after it: that answer
+    gateway.version = 2
+    assert cache.refresh(since=time.monotonic()).etag == '"v2"' and gateway.asked == 2  # asked before: again
+    assert cache.refresh().etag == '"v2"' and gateway.asked == 3  # by default, always
 
 
 @pytest.mark.parametrize("conditional", [False, True])
