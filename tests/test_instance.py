@@ -64,7 +64,9 @@ def test_the_instance_asks_the_gateway_once_per_ttl_whatever_its_workers(gateway
         full = [e for e in mine if e["status"] == 200]
         revalidations = [e for e in mine if e["status"] == 304]
         assert len(full) == 1, mine  # one worker fetched it; the other took the instance's copy
-        assert len(revalidations) <= seconds / ttl + 1, mine  # per instance, not per worker
+        # per instance, not per worker (two workers each asking would ask about twice as often); a loaded
+        # machine has been seen to add one (CI, once in many runs)
+        assert len(revalidations) <= seconds / ttl + 2, mine
     finally:
         server.stop()
 
