@@ -28,7 +28,7 @@ CHECK_QUEUE_S = 30.0  # how long a new key waits for one of those (hosts wait a 
 SITE_SHARE = 4  # an IPv6 /48 (a site: 65,536 /64s) may send this many times an address's rejected keys
 
 
-def _site_of(address: str) -> str | None:
+def site_of(address: str) -> str | None:
     """The IPv6 /48 of a client's /64 (as :func:`colabhive_mcp.transports.http.wire.client_address`
     names it); ``None`` for an IPv4 address or anything else."""
     try:
@@ -131,7 +131,7 @@ class Limits:
     def _senders(self, address: str) -> list[tuple[str, int, str]]:
         """Who a rejected key from ``address`` counts against, with its limit and its name in a refusal."""
         per_address = self.quotas.rejected_keys_per_minute
-        site = _site_of(address)
+        site = site_of(address)
         return [(address, per_address, "your address")] + (
             [(site, per_address * SITE_SHARE, "your network (its IPv6 /48)")] if site is not None else [])
 

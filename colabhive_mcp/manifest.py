@@ -111,8 +111,8 @@ class ManifestCache:
         Raises :class:`KeyRejected` (also from memory, for a while after the gateway said so) or
         :class:`ManifestError`."""
         current = self._current
-        if current is not None and self._rejection is None and (
-                self.clock() < self._expires or self._fetch_lock.locked()):
+        if current is not None and (self.clock() < self._expires or self._fetch_lock.locked()) and (
+                self._rejection is None):  # (read last: a fetch sets it before the expiry)
             metrics.MANIFEST.labels("hit").inc()
             return current
         with self._fetch_lock:
@@ -130,7 +130,7 @@ class ManifestCache:
         after ``since`` (a :func:`time.monotonic` reading; by default, it is asked); the instance's copy follows the answer, and no answer to a
         question asked before undoes it."""
         with self._fetch_lock:
-            if self._current is not None and self._asked > since:
+            if self._current is not None and self._asked > since and self._rejection is None:
                 return self._current
             if self.instance is not None:
                 self.instance.expire()

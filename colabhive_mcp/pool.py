@@ -63,7 +63,7 @@ class KeyCheckPlaces(Protocol):
         """For a key the instance has never accepted, sent from ``address``."""
 
     def by_key(self, digest: str) -> contextlib.AbstractContextManager[None]:
-        """For a key the instance accepted before, or another request's check of the same key."""
+        """For a key the instance accepted before."""
 
 
 class _Unbounded:
@@ -168,8 +168,7 @@ class TenantPool:
 
     def _verdict(self, digest: str, key: ApiKey, address: str) -> _Slot:
         """A slot for a key that has none: this request asks the gateway, or waits for the request
-        that does (and looks again once the gateway has said yes), in one of the ``places``: a key
-        the instance never accepted is counted by its sender's address, any other by itself."""
+        that does (and looks again once the gateway has said yes), in one of the ``places``."""
         with contextlib.ExitStack() as place:
             while True:
                 known = self.store.get(ACCEPTED, digest) is not None
@@ -179,14 +178,19 @@ class TenantPool:
                         return slot
                     waiting = self._key_checks.get(digest)
                     if waiting is None:  # (a refused place leaves no check behind for others to wait on)
-                        place.enter_context(self.places.by_key(digest) if known else self.places.by_address(address))
+                        place.enter_context(self._place(digest, address, known))
                         check = self._key_checks[digest] = _KeyCheck()
                         break
-                with self.places.by_key(digest):
+                with self._place(digest, address, known):
                     waiting.done.wait()
                 if waiting.failure is not None:
                     raise waiting.failure
             return self._check(digest, key, address, known, check)
+
+    def _place(self, digest: str, address: str, known: bool) -> contextlib.AbstractContextManager[None]:
+        """A place to wait for the gateway's word: by key for a key the instance accepted before, else by
+        the sender's address (made-up keys are free to make: each must not bring a share of its own)."""
+        return self.places.by_key(digest) if known else self.places.by_address(address)
 
     def _evict(self, digest: str) -> None:
         """A rejected key's slot goes (its tenant closed now, when no request uses it)."""

@@ -254,10 +254,12 @@ def test_while_one_thread_revalidates_an_expired_copy_the_others_serve_it_at_onc
 
 def test_a_refresh_since_a_moment_asks_again_unless_a_question_asked_after_it_was_answered():
     class Counting(Publisher):
-        asked = 0
+        asked, rejects = 0, False
 
         def fetch_manifest(self, etag=None, prepare=None):
             self.asked += 1
+            if self.rejects:
+                raise KeyRejected(401, "revoked")
             return super().fetch_manifest(etag, prepare)
 
     gateway = Counting()
@@ -268,6 +270,11 @@ def test_a_refresh_since_a_moment_asks_again_unless_a_question_asked_after_it_wa
     gateway.version = 2
     assert cache.refresh(since=time.monotonic()).etag == '"v2"' and gateway.asked == 2  # asked before: again
     assert cache.refresh().etag == '"v2"' and gateway.asked == 3  # by default, always
+    gateway.rejects = True
+    with pytest.raises(KeyRejected):
+        cache.refresh()
+    with pytest.raises(KeyRejected):  # a yes to an earlier question does not undo the no
+        cache.refresh(since=before)
 
 
 @pytest.mark.parametrize("conditional", [False, True])

@@ -130,9 +130,10 @@ def test_a_key_rejected_later_is_dropped_and_remembered():
 
 
 def test_requests_waiting_for_the_gateways_word_on_a_key_hold_places_by_address_or_by_key():
-    """A worker of 16 threads has 12 places: a new key's check takes one of its address's share (6),
-    and requests waiting for that check take the key's; past a share, 429 at once. A key the instance
-    accepted before is counted by itself, not by its address; once the checks end, the places are free."""
+    """A worker of 16 threads has 12 places. New keys' checks, and the requests waiting for them, hold
+    places of their sender's address (an IPv6 client's /48): past the address's share, 429 at once,
+    however many keys it makes up. A key the instance accepted before is counted by itself. Once the
+    checks end, the places are free again."""
     asked, answer = threading.Event(), threading.Event()
 
     class SlowGateway(FakeTenant):
@@ -143,11 +144,15 @@ def test_requests_waiting_for_the_gateways_word_on_a_key_hold_places_by_address_
     config = Config(http_threads=16)
     admission = Admission(config, Limits(Quotas.of(config)))
     pool = TenantPool(config, factory=SlowGateway, places=admission)
-    answered = []
+    answered, threads = [], []
 
-    def first_list(key):
-        with pool.tenant(ApiKey.of(key), "192.0.2.1") as tenant:
+    def first_list(key, address):
+        with pool.tenant(ApiKey.of(key), address) as tenant:
             answered.append(tenant)
+
+    def start(key, address):
+        threads.append(threading.Thread(target=first_list, args=(key, address)))
+        threads[-1].start()
 
     def held_by(count):
         deadline = time.monotonic() + 5
@@ -155,22 +160,27 @@ def test_requests_waiting_for_the_gateways_word_on_a_key_hold_places_by_address_
             time.sleep(0.01)
         return admission.used
 
-    threads = [threading.Thread(target=first_list, args=(f"key-new-{i}",)) for i in range(6)]  # its address's share
-    for thread in threads:
-        thread.start()
+    def refused(key, address):
+        with pytest.raises(LimitReached) as refusal:
+            with pool.tenant(ApiKey.of(key), address):
+                pass
+        return refusal.value.status, str(refusal.value)
+
+    for i in range(6):  # the address's share: half of the 12
+        start(f"key-new-{i}", "192.0.2.1")
     assert asked.wait(5) and held_by(6) == 6
-    with pytest.raises(LimitReached) as refused:
-        with pool.tenant(ApiKey.of("key-new-6"), "192.0.2.1"):
-            pass
-    assert refused.value.status == 429 and "from your address" in str(refused.value)
+    assert refused("key-new-6", "192.0.2.1")[0] == 429
+    status, message = refused("key-new-0", "192.0.2.1")  # waiting for a check is no way around the share
+    assert status == 429 and "from your address" in message
     pool.store.put("accepted", ApiKey.of("key-known").digest, True, 60)  # accepted before (another worker)
-    threads += [threading.Thread(target=first_list, args=(key,)) for key in ("key-known", "key-new-0")]
-    for thread in threads[6:]:
-        thread.start()
-    assert held_by(8) == 8  # neither counted by the address
+    start("key-known", "192.0.2.1")
+    assert held_by(7) == 7  # not the address's
+    start("key-v6-a", "2001:db8:1:1::/64")
+    start("key-v6-b", "2001:db8:1:2::/64")  # another /64 of the same /48: the same holder
+    assert held_by(9) == 9 and refused("key-v6-c", "2001:db8:1:3::/64")[0] == 429  # its share: (12 - 7) // 2
     answer.set()
     for thread in threads:
         thread.join(5)
-    assert len(answered) == 8 and admission.used == 0
+    assert len(answered) == 9 and admission.used == 0
     with pool.tenant(ApiKey.of("key-new-6"), "192.0.2.1"):
         pass

@@ -8,7 +8,8 @@ places fairly: a key may hold at most half of the places the other keys leave (:
 however greedy the first keys are, a newcomer finds one. A request whose key the worker does not
 hold yet waits for the gateway's word on it (asking, or waiting for the request that asks), which
 takes as long as the gateway takes: it holds a place too, shared the same way, by client address
-for a key the instance has never accepted and by key otherwise. However slowly the gateway answers,
+(an IPv6 client's /48) for a key the instance has never accepted, and by key for one it accepted
+before. However slowly the gateway answers,
 a flood of new keys cannot take the threads of health checks and short requests, nor more than its
 share of the others. A full budget is answered at once (503 for the server's, 429 for the key's or
 the address's, both with ``Retry-After``), never queued.
@@ -23,7 +24,7 @@ from typing import Iterator
 from ... import metrics
 from ...config import Config
 from ...keys import ApiKey
-from ...limits import BUSY_RETRY_S, LimitReached, Limits
+from ...limits import BUSY_RETRY_S, LimitReached, Limits, site_of
 
 
 def long_request_places(config: Config) -> int:
@@ -66,9 +67,10 @@ class Admission:
 
     def by_address(self, address: str) -> contextlib.AbstractContextManager[None]:
         """A place for a request waiting for the gateway's check of a key the instance has never
-        accepted, held by the client's ``address``; raises :class:`LimitReached`."""
-        return self._place(f"address {address}", "Requests from your address waiting for ColabHive to check new "
-                           "API keys hold", "address_share")
+        accepted, held by the client's ``address`` (an IPv6 client's /48, as the new-key budgets count
+        it); raises :class:`LimitReached`."""
+        return self._place(f"address {site_of(address) or address}", "Requests from your address waiting for "
+                           "ColabHive to check new API keys hold", "address_share")
 
     @contextlib.contextmanager
     def _place(self, holder: str, who: str, past_share: str) -> Iterator[None]:

@@ -185,7 +185,7 @@ class OAuthRoutes:
             raise OAuthError("invalid_grant", "ColabHive no longer accepts the key of this grant: connect "
                              "again.") from None
         except ColabHiveError as exc:
-            raise OAuthError("temporarily_unavailable", exc.message, 503,
+            raise OAuthError("temporarily_unavailable", exc.message, 429 if exc.http_status == 429 else 503,
                              math.ceil(exc.retry_after or BUSY_RETRY_S)) from None
         return self.grants.rotate(form["refresh_token"], grant)
 
