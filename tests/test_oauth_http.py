@@ -326,6 +326,18 @@ def test_a_rejected_key_gets_the_page_again_and_no_code(flow):
     assert denied.status_code == 303 and query(denied.headers["Location"])["error"] == "access_denied"
 
 
+def test_a_key_that_cannot_be_checked_now_gets_the_page_again_with_when_to_try(flow, sandbox):
+    key = "hive_checked_while_the_gateway_is_down_01"
+    sandbox.add_key(key)
+    sandbox.faults.add(route="manifest", kind="status", status=503, retry_after=7, count=None)
+    flow.register()
+    _, challenge = pkce()
+    page = flow.authorize(challenge)
+    answer = flow.consent(page.text, key)
+    assert answer.status_code == 503 and "Location" not in answer.headers, answer.text[:300]
+    assert int(answer.headers["Retry-After"]) >= 1 and 'name="request"' in answer.text
+
+
 # -- client metadata documents ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

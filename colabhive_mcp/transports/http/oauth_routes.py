@@ -123,29 +123,32 @@ class OAuthRoutes:
                               error_description="The user did not allow access.")
         key = (form.get("key") or "").strip()
         grant = Grant(key, wanted.client.client_id, wanted.resource)
-        problem, status = self._key_problem(grant, address)
-        if problem:
-            refused(OAuthError("key_rejected" if status == 401 else "invalid_request", problem))
-            return _page(page(wanted, self.consent.form_token(wanted), problem), status, wanted.redirect_uri)
+        problem = self._key_problem(grant, address)
+        if problem is not None:
+            refused(problem)
+            return _retry_after(_page(page(wanted, self.consent.form_token(wanted), problem.description),
+                                      problem.status, wanted.redirect_uri), problem)
         code = self.grants.code(grant, wanted.redirect_uri, wanted.challenge)
         metrics.OAUTH.labels("code_issued", "").inc()
         log.bind(client=wanted.client.name, tenant=ApiKey.of(key).log_id).info("oauth.code.issued")
         return self._back(wanted.redirect_uri, wanted.state, code=code)
 
-    def _key_problem(self, grant: Grant, address: str) -> tuple[str | None, int]:
-        """Why the key typed cannot be granted (one sentence and a status), else ``(None, 200)``."""
+    def _key_problem(self, grant: Grant, address: str) -> OAuthError | None:
+        """Why the key typed cannot be granted (its sentence is shown on the consent page), else ``None``."""
         if not well_formed(grant.key):
-            return "That is not a ColabHive API key: paste the whole key, which starts with hive_.", 400
+            return OAuthError("invalid_request", "That is not a ColabHive API key: paste the whole key, which starts "
+                              "with hive_.")
         if not self.grants.fits(grant):
-            return ("This key is too long to travel inside a token; connect with the key as a header instead "
-                    "(see the documentation)."), 400
+            return OAuthError("invalid_request", "This key is too long to travel inside a token; connect with the key "
+                              "as a header instead (see the documentation).")
         try:
             self.tenancy.check(ApiKey.of(grant.key), address)
         except KeyRejected:
-            return "ColabHive did not accept this key. Check it (or make a new one) and try again.", 401
+            return OAuthError("key_rejected", "ColabHive did not accept this key. Check it (or make a new one) and try "
+                              "again.", 401)
         except ColabHiveError as exc:  # it cannot be checked just now
-            return exc.message, exc.http_status
-        return None, 200
+            return _unavailable(exc)
+        return None
 
     def _back(self, redirect_uri: str, state: str | None, **params: str) -> Answer:
         return Response(status=303, headers={"Location": self.consent.redirect(redirect_uri, state, **params),
@@ -185,8 +188,7 @@ class OAuthRoutes:
             raise OAuthError("invalid_grant", "ColabHive no longer accepts the key of this grant: connect "
                              "again.") from None
         except ColabHiveError as exc:
-            raise OAuthError("temporarily_unavailable", exc.message, 429 if exc.http_status == 429 else 503,
-                             math.ceil(exc.retry_after or BUSY_RETRY_S)) from None
+            raise _unavailable(exc) from None
         return self.grants.rotate(form["refresh_token"], grant)
 
     def register(self, request: HttpRequest) -> Answer:
@@ -214,6 +216,12 @@ def _form(request: HttpRequest) -> dict[str, str]:
 
 def _json(document: Any, status: int, headers: dict[str, str]) -> Response:
     return Response(json.dumps(document), status, headers=headers, mimetype=JSON)
+
+
+def _unavailable(exc: ColabHiveError) -> OAuthError:
+    """A key that cannot be checked just now: 429 for a limit of the client's, else 503, and when to try again."""
+    return OAuthError("temporarily_unavailable", exc.message, 429 if exc.http_status == 429 else 503,
+                      math.ceil(exc.retry_after or BUSY_RETRY_S))
 
 
 def _json_refusal(exc: OAuthError) -> Response:
