@@ -225,8 +225,9 @@ class Config:
         "and the client reconnects", env="COLABHIVE_STREAM_MAX_AGE")
     http_long_requests: int | None = _setting(
         None, number(int, 1, 10000), "HTTP: requests per worker that may hold a thread for long (tool calls, "
-        "streams, waits, waits for the gateway's word on a key); past it, 503 with Retry-After (default: http_threads less a quarter, kept for short "
-        "requests and health checks)", env="COLABHIVE_HTTP_LONG_REQUESTS", example=1536)
+        "streams, waits, waits for the gateway's word on a key); past it, 503 with Retry-After (default: "
+        "http_threads less a quarter, kept for short requests and health checks)",
+        env="COLABHIVE_HTTP_LONG_REQUESTS", example=1536)
     cold_fetches_per_minute: int = _setting(
         1200, number(int, 0, 1_000_000), "HTTP: keys the instance has not seen that it checks with the gateway "
         "per minute, from all addresses; past it, 503 with Retry-After (0: no limit)",

@@ -3,9 +3,8 @@
 A :class:`Manifest` is immutable; the cache swaps in a new one when the gateway has news.
 Threads that find the copy stale while another thread is fetching serve that copy meanwhile, and
 with none yet they wait for that fetch instead of starting their own, so a burst of cold requests
-costs one upstream GET. With an
-:class:`~colabhive_mcp.instance_copy.InstanceCopy`, the workers of an instance share that work
-through its store (:mod:`colabhive_mcp.instance_copy`).
+costs one upstream GET. With an :class:`~colabhive_mcp.instance_copy.InstanceCopy`, the workers of
+an instance share that work through its store (:mod:`colabhive_mcp.instance_copy`).
 """
 
 from __future__ import annotations
@@ -127,8 +126,8 @@ class ManifestCache:
     def refresh(self, since: float = math.inf) -> Manifest:
         """The manifest, asked of the gateway now, whatever the TTL and whatever another worker is
         fetching (e.g. after an action was published), unless it answered this cache a question asked
-        after ``since`` (a :func:`time.monotonic` reading; by default, it is asked); the instance's copy follows the answer, and no answer to a
-        question asked before undoes it."""
+        after ``since`` (a :func:`time.monotonic` reading; by default, it is asked); the instance's
+        copy follows the answer, and no answer to a question asked before undoes it."""
         with self._fetch_lock:
             if self._current is not None and self._asked > since and self._rejection is None:
                 return self._current

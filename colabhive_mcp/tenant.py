@@ -132,9 +132,9 @@ class Tenant:
         self.manifest.save()
 
     def revalidate(self, since: float = math.inf) -> Manifest:
-        """The manifest, asked of the gateway now (e.g. after an action was published) unless the gateway
-        answered a question asked after ``since`` (a :func:`time.monotonic` reading). Raises :class:`Unreachable`
-        (and no copy to fall back on) or :class:`KeyRejected`."""
+        """The manifest, asked of the gateway now (e.g. after an action was published) unless the
+        gateway answered a question asked after ``since`` (a :func:`time.monotonic` reading). Raises
+        :class:`Unreachable` (and no copy to fall back on) or :class:`KeyRejected`."""
         try:
             return self.manifest.refresh(since)
         except ManifestError as exc:

@@ -28,13 +28,13 @@ from cachetools import TTLCache
 from urllib3.util.ssl_match_hostname import CertificateError
 
 from .errors import OAuthError
+from ..limits import BUSY_RETRY_S
 from ..loopback import is_loopback
 
 MAX_BYTES = 16 * 1024
 TIMEOUT_S = 5.0
 CACHE_S = 300.0
 FETCHES_AT_ONCE = 8
-BUSY_RETRY_S = 5
 _cache: TTLCache = TTLCache(maxsize=256, ttl=CACHE_S)
 _lock = threading.Lock()
 _fetching = threading.BoundedSemaphore(FETCHES_AT_ONCE)
@@ -55,7 +55,7 @@ def fetch(url: str, *, loopback: bool = False) -> dict[str, Any]:
     parts, port = _checked_url(url, loopback)
     if not _fetching.acquire(blocking=False):
         raise OAuthError("temporarily_unavailable", "This server is fetching many client metadata documents "
-                         "right now; try again shortly.", 503, BUSY_RETRY_S)
+                         "right now; try again shortly.", 503, int(BUSY_RETRY_S))
     try:
         document = _get(parts, _public_address(parts.hostname or "", port, loopback), port)
     finally:

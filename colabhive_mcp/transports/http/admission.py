@@ -9,9 +9,8 @@ however greedy the first keys are, a newcomer finds one. A request whose key the
 hold yet waits for the gateway's word on it (asking, or waiting for the request that asks), which
 takes as long as the gateway takes: it holds a place too, shared the same way, by client address
 (an IPv6 client's /48) for a key the instance has never accepted, and by key for one it accepted
-before. However slowly the gateway answers,
-a flood of new keys cannot take the threads of health checks and short requests, nor more than its
-share of the others. A full budget is answered at once (503 for the server's, 429 for the key's or
+before. However slowly the gateway answers, a flood of new keys cannot take the threads of health
+checks and short requests, nor more than its share of the others. A full budget is answered at once (503 for the server's, 429 for the key's or
 the address's, both with ``Retry-After``), never queued.
 """
 
