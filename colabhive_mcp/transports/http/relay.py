@@ -64,8 +64,8 @@ class CancelRelay:
         self._lock = threading.Lock()
         self._seen: TTLCache = TTLCache(maxsize=100_000, ttl=MARKER_TTL_S * 2)
         self._written: TTLCache = TTLCache(maxsize=100_000, ttl=120.0)  # (session id, minute) -> markers
-        self._markers = 0  # in the directory at the last look, and written here since
-        self._by_key: Counter[str] = Counter()  # the same, by their key's log id
+        # markers in the directory at the last look, and written here since, by their key's log id
+        self._by_key: Counter[str] = Counter()
         self._quiet: int | None = None  # the directory's mtime when last looked at, if it had settled
         self._expires = math.inf  # when the oldest marker seen expires (then a look removes it)
         os.makedirs(directory, exist_ok=True)
@@ -81,11 +81,11 @@ class CancelRelay:
         window = (session_id, int(time.time() // 60))
         with self._lock:
             written = self._written.get(window, 0)
-            if written >= MAX_PER_SESSION or self._by_key[key_id] >= MAX_PER_KEY or self._markers >= MAX_MARKERS:
+            if written >= MAX_PER_SESSION or self._by_key[key_id] >= MAX_PER_KEY or (
+                    self._by_key.total() >= MAX_MARKERS):
                 metrics.ERRORS.labels("cancel_relay_dropped").inc()
                 return
             self._written[window] = written + 1
-            self._markers += 1
             self._by_key[key_id] += 1
             self._seen[name] = True  # this process has already applied it
         path = os.path.join(self.directory, name)
@@ -110,7 +110,7 @@ class CancelRelay:
         changed = os.stat(self.directory).st_mtime_ns
         if changed == self._quiet and now < self._expires:
             return
-        markers, by_key, expires = 0, Counter[str](), math.inf
+        by_key, expires = Counter[str](), math.inf
         with os.scandir(self.directory) as entries:
             for entry in entries:
                 try:
@@ -118,7 +118,6 @@ class CancelRelay:
                     if now - written > MARKER_TTL_S:
                         os.remove(entry.path)
                         continue
-                    markers += 1
                     by_key[entry.name.partition(".")[0]] += 1
                     expires = min(expires, written + MARKER_TTL_S)
                     if not entry.name.endswith(".tmp") and self._first_sight(entry.name):
@@ -126,7 +125,7 @@ class CancelRelay:
                 except OSError:
                     continue  # removed meanwhile by another worker
         with self._lock:
-            self._markers, self._by_key = markers, by_key
+            self._by_key = by_key
         self._expires = expires
         self._quiet = changed if now - changed / 1e9 > MTIME_SLACK_S else None
 
