@@ -61,7 +61,7 @@ class HttpRequest:
         self.method = environ.get("REQUEST_METHOD", "GET").upper()
         self.remote_addr: str | None = environ.get("REMOTE_ADDR")
         self._data: bytes | None = None
-        self.frame: Any = None  # the body's JSON-RPC frame, or why it is none, once parsed (wire.frame_of)
+        self.frame: Any = None  # the body's JSON-RPC frame, or why it is none, once parsed (wire.request_frame)
 
     @cached_property
     def path(self) -> str:

@@ -28,7 +28,7 @@ from .incoming import HttpRequest
 from .sessions import SessionCodec
 from .sse import Streams, stream
 from .tenancy import Tenancy
-from .wire import Answer, HttpError, client_address, failed, frame_of, json_response
+from .wire import Answer, HttpError, client_address, failed, json_response, request_frame
 
 MESSAGE_THREADS = 4  # a session's messages served at once
 MESSAGE_BACKLOG = 16  # a session's messages accepted and not yet answered
@@ -92,7 +92,7 @@ class LegacySse:
         if opened is None or opened.binding != key.binding:
             raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown session (it may live on another worker)")
         try:
-            frame = frame_of(request)
+            frame = request_frame(request)
         except JsonRpcError as exc:
             return json_response(jsonrpc.error(None, exc), 400)
         if self.core.plan(frame, opened.session).light:  # a ping, a notification, an answer to us: served now,

@@ -95,7 +95,7 @@ def read_post(request: HttpRequest, key_of: Callable[[HttpRequest], ApiKey]) -> 
     narrow, address = narrowing(request), client_address(request)
     frame: Frame | HttpError
     try:
-        frame = frame_of(request)  # a body that cannot be read: 400 (or 413) now
+        frame = request_frame(request)  # a body that cannot be read: 400 (or 413) now
     except JsonRpcError as exc:  # not JSON
         frame = HttpError(400, exc.code, exc.message)
     return Post(wanted, key, narrow, request.headers.get("Mcp-Session-Id"), request.headers.get("MCP-Protocol-Version"),
@@ -130,7 +130,7 @@ def body(request: HttpRequest) -> bytes:
     return data
 
 
-def frame_of(request: HttpRequest) -> Frame:
+def request_frame(request: HttpRequest) -> Frame:
     """The body's JSON-RPC frame, parsed once whoever asks (the edge, a transport, an error's answer);
     raises :class:`JsonRpcError` for a body that is not JSON, every time it is asked, and what
     :func:`body` raises for one that cannot be read."""
@@ -150,7 +150,7 @@ def request_id_of(request: HttpRequest) -> Any:
     if request.method != "POST":
         return None
     try:
-        return frame_of(request).id
+        return request_frame(request).id
     except Exception:  # whatever kept the body from being a request is already being answered
         return None
 
