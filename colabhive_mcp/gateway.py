@@ -197,10 +197,11 @@ class Gateway:
                        ahead: bool) -> Callable[[], requests.Response]:
         """What answers the request for a page of the manifest: asked when called, or (``ahead``)
         asked now on a thread of its own, while the caller works on the page before (a page asked ahead
-        on a wrong guess is dropped, its refusal of the key with it)."""
+        on a wrong guess is dropped, its refusal of the key with it: :meth:`_fetch_pages` keeps only the
+        refusal of a page it wants)."""
         def ask() -> requests.Response:
             return self._request("GET", "/mcp/manifest", params={"cursor": cursor} if cursor else None,
-                                 headers=headers, judges_key=not ahead)
+                                 headers=headers)
 
         if not ahead:
             return ask
@@ -209,9 +210,10 @@ class Gateway:
         return asked.result
 
     def _request(self, method: str, path: str, *, timeout: float | None = None, headers: dict[str, str] | None = None,
-                 payload: Any = None, params: dict[str, str] | None = None, judges_key: bool = True) -> requests.Response:
+                 payload: Any = None, params: dict[str, str] | None = None) -> requests.Response:
         """Send one request, retrying connection failures and 502/503/504 with backoff. A refusal of the
-        key is raised as :class:`KeyRejected`, and (``judges_key``) kept in :attr:`rejection`.
+        key is raised as :class:`KeyRejected`, and kept in :attr:`rejection` (a manifest page's by the
+        fetch that wanted the page).
 
         Every route the client uses is safe to retry: GETs are idempotent, ``:invoke``
         carries an ``Idempotency-Key`` and ``:cancel`` is idempotent by nature. Redirects are
@@ -238,7 +240,7 @@ class Gateway:
                 error = error_of(response)
                 if error.status == 401 or (error.status == 403 and route == "manifest"):
                     rejection = KeyRejected(error.status, error.message.split(" ", 1)[-1])
-                    if judges_key:
+                    if route != "manifest":
                         self._refused(rejection, route)
                     raise rejection
             except _http().Timeout:
@@ -259,10 +261,9 @@ class Gateway:
         raise AssertionError("unreachable")
 
     def _refused(self, rejection: KeyRejected, route: str) -> None:
-        """The gateway refused the key on ``route``: kept (the pool then refuses it from memory), said once."""
-        if rejection is not self.rejection:
-            self.rejection = rejection
-            log.bind(route=route, status=rejection.status, tenant=self.key_id).warning("gateway.key_rejected")
+        """The gateway refused the key on ``route``: kept (the pool then refuses it from memory), and said."""
+        self.rejection = rejection
+        log.bind(route=route, status=rejection.status, tenant=self.key_id).warning("gateway.key_rejected")
 
     def _send(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
               params: dict[str, str] | None, timeout: float) -> requests.Response:
