@@ -331,7 +331,7 @@ def bench_churn(sandbox: Sandbox, keys: int, laps: int, batch: int) -> dict[str,
     for key in names:
         requests.post(sandbox.root_url + "/_sandbox/keys", json={"key": key}, timeout=10).raise_for_status()
     runtime = Path(tempfile.mkdtemp(prefix="colabhive-bench-churn-"))
-    server = HttpServer(sandbox.url, env={"COLABHIVE_RUNTIME_DIR": str(runtime)})
+    server = HttpServer(sandbox.url, env={"COLABHIVE_RUNTIME_DIR": str(runtime)}, tuned=False)
     batches: list[dict[str, float]] = []
     try:
         for _lap in range(laps):
@@ -517,7 +517,7 @@ def new_tenant_trial(sandbox: Sandbox, baseline: str | None = None) -> dict[str,
     """A new tenant's ``initialize`` → first ``tools/list`` answer in a fresh server process (this
     package's, or the ``baseline`` Python's) warmed with keyless requests: the wall time, and the
     server's CPU for it."""
-    server: Served = BaselineServer(baseline, sandbox.root_url, free_port()) if baseline else HttpServer(sandbox.url)
+    server: Served = BaselineServer(baseline, sandbox.root_url, free_port()) if baseline else HttpServer(sandbox.url, tuned=False)
     try:
         warm_without_key(server.url)
         key = new_key(sandbox)
@@ -643,7 +643,7 @@ def measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     with Sandbox(page_size=100, cold_start_s=2) as sandbox:
         add_big_manifest(sandbox)
-        server = HttpServer(sandbox.url)  # its default settings
+        server = HttpServer(sandbox.url, tuned=False)  # its default settings
         benches: dict[str, Callable[[], Any]] = {
             "stdio_startup_ms": lambda: bench_stdio_startup(2 if args.quick else 10),
             "overhead_stdio": lambda: median_run([bench_overhead_stdio(sandbox, n) for _ in range(repeat)],

@@ -115,7 +115,7 @@ def run(calls: int, keys: int, seconds: float, addresses: int = 1) -> dict:
     api_keys = [f"hive_capacity_{i:04d}" for i in range(keys)]
     with Sandbox(page_size=100, cold_start_s=2, threads=calls + 100) as sandbox:  # the gateway is not the limit
         prepare(sandbox, api_keys, seconds)
-        server = HttpServer(sandbox.url)
+        server = HttpServer(sandbox.url, tuned=False)
         try:
             idle_threads, idle_rss = process_stats(server.process.pid)
             watch = Watch(server)

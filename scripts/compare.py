@@ -34,7 +34,7 @@ def server_of(sandbox: Sandbox, package_root: str, settings: list[str]) -> HttpS
         raise SystemExit(f"{package_root} holds no colabhive_mcp package")
     env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": str(Path(package_root).resolve())}
     env.update(setting.split("=", 1) for setting in settings)
-    return HttpServer(sandbox.url, env=env)
+    return HttpServer(sandbox.url, env=env, tuned=False)
 
 
 def main() -> int:

@@ -99,7 +99,7 @@ def measured_calls(server: HttpServer, clients: int, seconds: float) -> tuple[fl
 
 def cpu_per_call(sandbox: Sandbox, clients: int, seconds: float) -> tuple[float, int]:
     """Server CPU per warm call at default settings, and how many calls."""
-    server = HttpServer(sandbox.url)
+    server = HttpServer(sandbox.url, tuned=False)
     try:
         drive(server.url, clients, 1.0)  # warm: tenants, connections, caches
         return measured_calls(server, clients, seconds)

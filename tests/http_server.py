@@ -14,6 +14,9 @@ from requests.adapters import HTTPAdapter
 
 CONF = Path(__file__).resolve().parent.parent / "conf" / "gunicorn.conf.py"
 SECRET = "test-secret-0123456789abcdef0123456789abcdef"
+# what the tests tune, so that a wait takes a test milliseconds: polls every 0.2 s at most, an SSE
+# keep-alive every second (the defaults: 5 s and 15 s); measurements run at the defaults (``tuned=False``)
+TUNED = {"COLABHIVE_POLL_INITIAL": "0.05", "COLABHIVE_POLL_MAX_INTERVAL": "0.2", "COLABHIVE_SSE_KEEPALIVE": "1"}
 
 
 def rpc_messages(response):
@@ -66,19 +69,18 @@ class HttpServer:
     """``colabhive-mcp serve`` on a free loopback port; ``url`` is its /mcp endpoint."""
 
     def __init__(self, api_url, *args, env=None, debug=False, gunicorn_conf=False, host="127.0.0.1", public=False,
-                 port=None):
+                 port=None, tuned=True):
         """``host``: the address to listen on (the server is always reached on 127.0.0.1);
         ``gunicorn_conf``: run plain gunicorn with the project's config file (or this one);
-        ``public``: its ``url`` is its public_url (OAuth on); ``port``: a free one chosen already."""
+        ``public``: its ``url`` is its public_url (OAuth on); ``port``: a free one chosen already;
+        ``tuned``: with the tests' quick polls and keep-alives (:data:`TUNED`), else at the defaults."""
         self.port = port or free_port()
         self.root = f"http://127.0.0.1:{self.port}"
         self.url = self.root + "/mcp"
         env = {**({"COLABHIVE_PUBLIC_URL": self.url} if public else {}), **(env or {})}
         environ = {k: v for k, v in os.environ.items() if not k.startswith("COLABHIVE_")}
         environ["XDG_CONFIG_HOME"] = os.devnull  # no user's config file
-        environ.update({"COLABHIVE_LOG_FORMAT": "json", "COLABHIVE_SESSION_SECRET": SECRET,
-                        "COLABHIVE_POLL_INITIAL": "0.05", "COLABHIVE_POLL_MAX_INTERVAL": "0.2",
-                        "COLABHIVE_SSE_KEEPALIVE": "1"})
+        environ.update({"COLABHIVE_LOG_FORMAT": "json", "COLABHIVE_SESSION_SECRET": SECRET, **(TUNED if tuned else {})})
         environ.update(env or {})
         if gunicorn_conf:  # plain gunicorn with the project's config file; settings from the environment
             # the settings say loopback; gunicorn's own --bind (which wins over its config file) says ``host``

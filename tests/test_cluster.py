@@ -17,7 +17,7 @@ import requests
 
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import SECRET, log_events
+from .http_server import SECRET, TUNED, log_events
 from .nginx import ROOT, binary, free_address
 from .test_http import MODERN, initialize, modern, post, rpc, sdk_session
 from .waiting import wait_until
@@ -35,8 +35,7 @@ class Running:
         self.log = tempfile.NamedTemporaryFile(prefix="cluster-", suffix=".log", delete=False)
         environ = {k: v for k, v in os.environ.items() if not k.startswith("COLABHIVE_")}
         environ.update({"XDG_CONFIG_HOME": os.devnull, "COLABHIVE_LOG_FORMAT": "json", "COLABHIVE_SESSION_SECRET": SECRET,
-                        "COLABHIVE_POLL_INITIAL": "0.05", "COLABHIVE_POLL_MAX_INTERVAL": "0.2",
-                        "COLABHIVE_MANIFEST_TTL": str(TTL)})
+                        **TUNED, "COLABHIVE_MANIFEST_TTL": str(TTL)})
         self.process = subprocess.Popen(
             [sys.executable, str(ROOT / "scripts" / "cluster.py"), "--instances", "2", "--listen", free_address(),
              "--api-url", api_url, "--nginx", binary()],
