@@ -5,6 +5,12 @@ semantics via ``Event.wait``), reports each change of the invocation through a c
 stops waiting at once when the cancel event is set, and gives up waiting after ``max_wait``.
 Whether the upstream work stops too is the caller's decision (:func:`cancel_upstream`): a host
 that gave up waiting is not a user who asked to stop.
+
+The backoff spares the gateway, but a call whose work ends just after a poll would learn of it up
+to ``poll_max_interval`` later. When the work reports how far it is, the loop reckons when it should
+end (:class:`Pace`) and polls then, if that is sooner than the backoff would: never sooner than the
+gateway's ``Retry-After``, and at most :data:`EARLY_POLLS` times per call, so that progress which
+misjudges itself costs two polls, not a poll per second.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from .logs import log
 
 MAX_POLL_FAILURES = 3
 MIN_POLL_TIMEOUT_S = 1.0
+EARLY_POLLS = 2  # polls a call may make sooner than its backoff, when the work's progress says it ends sooner
+EARLY_SLACK_S = 0.1  # an early poll comes this long after the reckoned end (a poll on the dot may beat it)
 
 
 OutcomeState = Literal["done", "pending", "unknown", "cancelled"]
@@ -54,6 +62,31 @@ class Backoff:
     def spread(self, hint: float) -> float:
         """The gateway's ``Retry-After``, spread upward: calls told the same do not come back at once."""
         return hint * random.uniform(1, 1 + self.jitter)
+
+
+class Pace:
+    """When running work should end, reckoned from the fraction it reports: the rate between the first
+    fraction seen while it runs and the latest. Forgotten when the work stops running or reports less
+    than before (it started over)."""
+
+    def __init__(self) -> None:
+        self._first: tuple[float, float] | None = None  # (when, fraction)
+        self._latest: tuple[float, float] | None = None
+
+    def saw(self, invocation: Invocation, now: float) -> None:
+        fraction = invocation.fraction if invocation.status == "running" else None
+        if fraction is None or (self._latest is not None and fraction < self._latest[1]):
+            self._first = self._latest = None
+        if fraction is not None:
+            self._first = self._first or (now, fraction)
+            self._latest = (now, fraction)
+
+    def left(self, now: float) -> float | None:
+        """Seconds until the work should end (0 or less: it should have); ``None`` until the fraction has moved."""
+        if self._first is None or self._latest is None or self._latest[1] <= self._first[1]:
+            return None
+        (since, before), (at, fraction) = self._first, self._latest
+        return at + (1.0 - fraction) * (at - since) / (fraction - before) - now
 
 
 @dataclass
@@ -106,9 +139,9 @@ def follow(gateway: Gateway, invocation: Invocation, *, cancelled: threading.Eve
     ``cancelled`` ends the wait only: the work goes on upstream unless the caller stops it.
     """
     started = last_report = clock()
-    polls, failures, retry_after = 0, 0, None
+    polls, failures, retry_after, early = 0, 0, None, 0
     answered = True  # whether ``invocation`` is the gateway's answer to our latest question
-    delays = backoff.delays()
+    delays, pace = backoff.delays(), Pace()
     last_seen = None
     while True:
         if invocation.terminal:
@@ -116,6 +149,8 @@ def follow(gateway: Gateway, invocation: Invocation, *, cancelled: threading.Eve
         if cancelled.is_set():
             return Outcome("cancelled", invocation, polls)
         now, snapshot = clock(), _observable(invocation)
+        if answered:  # not the same word again after a poll that failed
+            pace.saw(invocation, now)
         if on_update is not None and (snapshot != last_seen or now - last_report >= heartbeat):
             on_update(invocation)
             last_report = now
@@ -123,7 +158,11 @@ def follow(gateway: Gateway, invocation: Invocation, *, cancelled: threading.Eve
         remaining = started + max_wait - now
         if remaining <= 0:
             return Outcome("pending" if answered else "unknown", invocation, polls)
-        delay = min(max(next(delays), backoff.spread(retry_after) if retry_after else 0.0), remaining)
+        hinted = backoff.spread(retry_after) if retry_after else 0.0
+        delay = min(max(next(delays), hinted), remaining)
+        left = pace.left(now) if early < EARLY_POLLS else None
+        if left is not None and (sooner := max(left + EARLY_SLACK_S, hinted, backoff.initial)) < delay:
+            delay, early = sooner, early + 1  # the work should end before the backoff's next poll
         if on_update is not None:
             delay = min(delay, max(0.0, last_report + heartbeat - now))
         if cancelled.wait(delay):

@@ -7,7 +7,10 @@ import pytest
 
 from colabhive_mcp.gateway import GatewayError
 from colabhive_mcp.gateway_answers import Invocation
-from colabhive_mcp.invocation import Backoff, ProgressTracker, Submitted, cancel_upstream, run, status_message
+from colabhive_mcp.invocation import (EARLY_POLLS, Backoff, ProgressTracker, Submitted, cancel_upstream, follow, run,
+                                      status_message)
+
+from .clock import FakeClock
 
 FAST = Backoff(initial=0.01, maximum=0.02, jitter=0.0)
 
@@ -190,3 +193,61 @@ def test_a_heartbeat_keeps_reporting_when_nothing_changes():
                   heartbeat=0.1, backoff=Backoff(initial=5, maximum=5))
     assert outcome.state == "pending"
     assert 4 <= len(updates) <= 7  # one at once, then one per heartbeat despite the 5 s backoff
+
+
+class Job:
+    """A gateway running one job of ``seconds`` on a fake clock, with ``Retry-After: 1``. Its progress
+    says how much is done (``claims``: the fraction it says at a given elapsed time; ``None``: it
+    says nothing)."""
+
+    def __init__(self, clock, seconds, claims):
+        self.clock, self.seconds, self.claims = clock, seconds, claims
+        self.started, self.polls = clock.now, 0
+
+    def get_invocation(self, invocation_id, timeout=None):
+        self.polls += 1
+        elapsed = self.clock.now - self.started
+        if elapsed >= self.seconds:
+            return inv("succeeded", result="done"), None
+        claimed = self.claims(elapsed, self.seconds)
+        return inv("running", **({} if claimed is None else {"progress": {"progress": claimed, "total": 1}})), 1.0
+
+
+class Sleeper:
+    """A cancel event that is never set, whose wait lets the fake clock's time pass."""
+
+    def __init__(self, clock):
+        self.clock = clock
+
+    def is_set(self):
+        return False
+
+    def wait(self, seconds):
+        self.clock.advance(seconds)
+        return False
+
+
+def waited(seconds, claims):
+    """How late a followed job of ``seconds`` was found done, and the polls it took (default backoff, no jitter)."""
+    clock = FakeClock()
+    job = Job(clock, seconds, claims)
+    outcome = follow(job, inv("running"), cancelled=Sleeper(clock), clock=clock, backoff=Backoff(jitter=0.0))
+    assert outcome.state == "done"
+    return clock.now - job.started - seconds, job.polls
+
+
+def test_work_that_reports_progress_is_polled_when_it_should_end_not_at_the_next_backoff():
+    """A 20 s job found done 1.7 s late by the backoff (its interval is 5 s by then) is found done on
+    time when it says how far it is, with no more polls."""
+    late, polls = waited(20, lambda elapsed, seconds: None)
+    assert late > 1.5
+    on_time, polls_on_time = waited(20, lambda elapsed, seconds: elapsed / seconds)
+    assert on_time <= 0.5 and polls_on_time <= polls
+
+
+def test_progress_that_misjudges_the_end_costs_at_most_two_early_polls():
+    """Progress that runs ahead (it says the 60 s job is 99 % done after 20 s) brings two polls
+    forward, then the backoff has its way again."""
+    _, polls = waited(60, lambda elapsed, seconds: None)
+    _, misjudged = waited(60, lambda elapsed, seconds: min(0.99, elapsed / 20))
+    assert polls < misjudged <= polls + EARLY_POLLS
