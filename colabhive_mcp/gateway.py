@@ -105,19 +105,21 @@ class Gateway:
 
     # -- contract -------------------------------------------------------------------------
 
-    def fetch_manifest(self, etag: str | None = None, prepare: Prepare | None = None) -> ManifestDocument | None:
+    def fetch_manifest(self, etag: str | None = None, prepare: Prepare | None = None,
+                       meanwhile: Callable[[], None] | None = None) -> ManifestDocument | None:
         """Fetch every page of the manifest; ``None`` when ``etag`` is still current (304).
 
         ``prepare`` turns each entry into a pair, its key and the entry to keep (e.g. one copy shared
         with other tenants), while the next page is on its way (the work of a page costs no time of its
-        own): the pairs are ``prepared``, the entries kept are ``entries``. Restarts once if the ETag
-        changes between pages (the manifest changed mid-way).
+        own): the pairs are ``prepared``, the entries kept are ``entries``. ``meanwhile`` is done while
+        the first answer is on its way (e.g. preparing the copy ``etag`` names, which a 304 makes
+        current). Restarts once if the ETag changes between pages (the manifest changed mid-way).
         """
         for _attempt in range(2):
             try:
-                return self._fetch_pages(etag, prepare)
+                return self._fetch_pages(etag, prepare, meanwhile)
             except _ChangedMidway:
-                continue
+                meanwhile = None  # done the first time
         raise GatewayError("the manifest kept changing while its pages were read", status=None)
 
     def invoke(self, slug: str, arguments: dict[str, Any], *, sync: bool = True, sync_timeout_s: int = 5,
@@ -154,14 +156,17 @@ class Gateway:
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _fetch_pages(self, etag: str | None, prepare: Prepare | None) -> ManifestDocument | None:
+    def _fetch_pages(self, etag: str | None, prepare: Prepare | None,
+                     meanwhile: Callable[[], None] | None) -> ManifestDocument | None:
         """The pages in turn, each asked for as soon as its cursor is seen in the page before, while that
         page is parsed and prepared (the parse confirms the cursor: a guess it does not is dropped)."""
         entries: list[dict[str, Any]] = []
         prepared: list[tuple[Any, dict[str, Any]]] = []
         pages: list[_ManifestPage] = []
         size, first_etag, seen = 0, None, set[str | None]()
-        page_answer = self._manifest_page(None, {"If-None-Match": etag} if etag else {}, ahead=False)
+        page_answer = self._manifest_page(None, {"If-None-Match": etag} if etag else {}, ahead=meanwhile is not None)
+        if meanwhile is not None:
+            meanwhile()
         for _page in range(MAX_MANIFEST_PAGES):
             try:
                 response = page_answer()
@@ -205,6 +210,7 @@ class Gateway:
 
         if not ahead:
             return ask
+        _ = self.session  # made here if need be (requests imported): the request's thread would wait on the caller's work
         asked = _Ahead(ask)
         asked.wait(SENDING_S)  # the request goes out before the caller's work takes the interpreter lock
         return asked.result

@@ -126,6 +126,21 @@ def test_manifest_304_means_unchanged_and_sends_if_none_match(gateway):
 
 
 @responses.activate
+def test_work_to_do_meanwhile_is_done_while_the_first_answer_is_on_its_way(gateway):
+    """(A stdio start prepares the manifest it saved while the gateway is asked whether it is current.)
+    This gateway's answer waits for that work: done after the answer, it would never come in time."""
+    done, in_time = threading.Event(), []
+
+    def not_modified(request):
+        in_time.append(done.wait(5))
+        return 304, {}, ""
+
+    responses.add_callback(responses.GET, BASE + "/mcp/manifest", callback=not_modified)
+    assert gateway.fetch_manifest('"v1"', meanwhile=done.set) is None
+    assert in_time == [True]
+
+
+@responses.activate
 def test_manifest_gzip_body_is_decoded(gateway):
     body = gzip.compress(json.dumps({"tools": [{"name": "z"}], "nextCursor": None}).encode())
     responses.get(BASE + "/mcp/manifest", body=body, headers={"Content-Encoding": "gzip", "ETag": '"g"'},

@@ -206,7 +206,9 @@ class Publisher:
         self._held = threading.Event(), threading.Event()
         return self._held
 
-    def fetch_manifest(self, etag=None, prepare=None):
+    def fetch_manifest(self, etag=None, prepare=None, meanwhile=None):
+        if meanwhile is not None:
+            meanwhile()
         version, held, self._held = self.version, self._held, None
         if held is not None:
             held[0].set()
@@ -256,11 +258,11 @@ def test_a_refresh_since_a_moment_asks_again_unless_a_question_asked_after_it_wa
     class Counting(Publisher):
         asked, rejects = 0, False
 
-        def fetch_manifest(self, etag=None, prepare=None):
+        def fetch_manifest(self, etag=None, prepare=None, meanwhile=None):
             self.asked += 1
             if self.rejects:
                 raise KeyRejected(401, "revoked")
-            return super().fetch_manifest(etag, prepare)
+            return super().fetch_manifest(etag, prepare, meanwhile)
 
     gateway = Counting()
     cache = ManifestCache(gateway, ttl=60)

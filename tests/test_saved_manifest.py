@@ -14,6 +14,7 @@ from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.manifest import Manifest, ManifestCache
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.saved_manifest import SavedManifest
+from colabhive_mcp import tools
 
 from .test_stdio import server_env
 
@@ -145,3 +146,29 @@ def test_a_pinned_server_asks_about_no_saved_manifest_but_the_pinned_one(sandbox
     assert ManifestCache(gateway, pin=current.etag, saved=saved).get().entries == current.entries
     assert first_pages(journal)[-1]["status"] == 304
     gateway.close()
+
+
+def test_the_saved_manifests_tools_are_made_while_the_gateway_is_asked_about_it(tmp_path, monkeypatch):
+    """The tool definitions of a saved manifest are built while its ETag is asked about (the gateway's
+    answer takes a round trip), not after the 304: the tool list then finds them made."""
+    directory = tmp_path / "colabhive-mcp"
+    directory.mkdir(mode=0o700)
+    entries = tuple({"name": f"saved-{tmp_path.name}-{n}", "description": "d", "inputSchema": {"type": "object"}}
+                    for n in range(3))  # this test's own: no other test built their definitions
+    SavedManifest(directory / "manifest.json").save(Manifest(entries, '"v1"'))
+    built = []
+    monkeypatch.setattr(tools, "build_definition", lambda entry, *rest: built.append(entry) or {"name": entry["name"]})
+
+    class NotModified:
+        key_id, built_when_answered = "k", None
+
+        def fetch_manifest(self, etag=None, prepare=None, meanwhile=None):
+            if meanwhile is not None:
+                meanwhile()
+            self.built_when_answered = len(built)
+            return None  # 304: the saved copy is current
+
+    gateway = NotModified()
+    cache = ManifestCache(gateway, saved=SavedManifest(directory / "manifest.json"), prepare=tools.prepared)
+    assert cache.get().entries == entries
+    assert gateway.built_when_answered == len(entries)
