@@ -166,7 +166,10 @@ class Gateway:
         size, first_etag, seen = 0, None, set[str | None]()
         page_answer = self._manifest_page(None, {"If-None-Match": etag} if etag else {}, ahead=meanwhile is not None)
         if meanwhile is not None:
-            meanwhile()
+            try:
+                meanwhile()
+            except Exception:  # only ever a head start: the answer is taken all the same
+                log.bind(tenant=self.key_id).exception("gateway.meanwhile_failed")
         for _page in range(MAX_MANIFEST_PAGES):
             try:
                 response = page_answer()

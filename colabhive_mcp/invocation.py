@@ -78,7 +78,8 @@ class Pace:
         if fraction is None or (self._latest is not None and fraction < self._latest[1]):
             self._first = self._latest = None
         if fraction is not None:
-            self._first = self._first or (now, fraction)
+            if self._first is None:
+                self._first = (now, fraction)
             self._latest = (now, fraction)
 
     def left(self, now: float) -> float | None:
@@ -160,7 +161,7 @@ def follow(gateway: Gateway, invocation: Invocation, *, cancelled: threading.Eve
             return Outcome("pending" if answered else "unknown", invocation, polls)
         hinted = backoff.spread(retry_after) if retry_after else 0.0
         delay = min(max(next(delays), hinted), remaining)
-        left = pace.left(now) if early < EARLY_POLLS else None
+        left = pace.left(now) if answered and early < EARLY_POLLS else None  # a gateway failing is not asked sooner
         if left is not None and (sooner := max(left + EARLY_SLACK_S, hinted, backoff.initial)) < delay:
             delay, early = sooner, early + 1  # the work should end before the backoff's next poll
         if on_update is not None:

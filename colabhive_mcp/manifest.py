@@ -198,8 +198,9 @@ class ManifestCache:
         etag = known.etag if known else None
         asked = self.instance.clock() if self.instance is not None else 0.0
         started, sent = time.perf_counter(), time.monotonic()
-        # a copy saved by an earlier process is made ready while the gateway is asked whether it is current
-        meanwhile = partial(_prepared, known, self.prepare) if current is None and known is not None else None
+        meanwhile = None  # a copy saved by an earlier process is made ready while the gateway is asked about it
+        if current is None and known is not None and self.conditional:
+            meanwhile = partial(_prepare_all, known, self.prepare)
         try:
             document = self.gateway.fetch_manifest(etag if self.conditional else None, self.prepare, meanwhile)
         except KeyRejected as exc:  # no stale copy for a key that is no longer accepted
@@ -282,11 +283,12 @@ class ManifestCache:
         return current
 
 
-def _prepared(manifest: Manifest, prepare: Callable[[dict[str, Any]], tuple[str, dict[str, Any]]]) -> None:
+def _prepare_all(manifest: Manifest, prepare: Callable[[dict[str, Any]], tuple[str, dict[str, Any]]]) -> None:
     """Do for each entry of ``manifest`` what a fetch does for each page's: what ``prepare`` builds
-    (a tool definition, its encodings) stays with the process, where the catalogue then finds it.
-    Every few entries the interpreter lock is given back: the gateway's answer, read on another
-    thread, would otherwise wait for it at each read (5 ms each time)."""
+    (a tool definition, its encodings) stays with the process (while the process keeps it:
+    :data:`interning.KEPT_ENTRIES`), where the catalogue then finds it. Every few entries the
+    interpreter lock is given back: the gateway's answer, read on another thread, would otherwise
+    wait for it at each read (5 ms each time)."""
     for number, entry in enumerate(manifest.entries):
         if number % YIELD_EVERY == 0:
             time.sleep(0)

@@ -135,10 +135,12 @@ def run(calls: int, keys: int, seconds: float, addresses: int = 1) -> dict:
                     outcomes.append(outcome)
 
             threads = [threading.Thread(target=one, args=(i,)) for i in range(calls)]
-            for thread in threads:  # each waits for the others: started one by one among busy callers, the
-                thread.start()      # last would start seconds after the first
-            started = time.monotonic()
-            go.set()
+            try:
+                for thread in threads:  # each waits for the others: started one by one among busy callers,
+                    thread.start()      # the last would start seconds after the first
+            finally:
+                started = time.monotonic()
+                go.set()  # also when a thread could not start: those started must not wait forever
             for thread in threads:
                 thread.join()
             wall = time.monotonic() - started

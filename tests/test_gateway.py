@@ -128,16 +128,34 @@ def test_manifest_304_means_unchanged_and_sends_if_none_match(gateway):
 @responses.activate
 def test_work_to_do_meanwhile_is_done_while_the_first_answer_is_on_its_way(gateway):
     """(A stdio start prepares the manifest it saved while the gateway is asked whether it is current.)
-    This gateway's answer waits for that work: done after the answer, it would never come in time."""
-    done, in_time = threading.Event(), []
+    The work waits for the request to arrive, and the answer for the work: one after the other, either
+    would wait in vain."""
+    arrived, done, in_time = threading.Event(), threading.Event(), []
 
     def not_modified(request):
+        arrived.set()
         in_time.append(done.wait(5))
         return 304, {}, ""
 
+    def meanwhile():
+        in_time.append(arrived.wait(5))
+        done.set()
+
     responses.add_callback(responses.GET, BASE + "/mcp/manifest", callback=not_modified)
-    assert gateway.fetch_manifest('"v1"', meanwhile=done.set) is None
-    assert in_time == [True]
+    assert gateway.fetch_manifest('"v1"', meanwhile=meanwhile) is None
+    assert in_time == [True, True]
+
+
+@responses.activate
+def test_work_to_do_meanwhile_that_fails_leaves_the_answer_as_it_is(gateway):
+    responses.get(BASE + "/mcp/manifest", status=401, json={"detail": "revoked"})
+
+    def meanwhile():
+        raise ValueError("a saved entry this version cannot make")
+
+    with pytest.raises(KeyRejected):
+        gateway.fetch_manifest('"v1"', meanwhile=meanwhile)
+    assert gateway.rejection is not None  # the refusal is kept, as without the work
 
 
 @responses.activate

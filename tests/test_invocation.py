@@ -200,13 +200,17 @@ class Job:
     says how much is done (``claims``: the fraction it says at a given elapsed time; ``None``: it
     says nothing)."""
 
-    def __init__(self, clock, seconds, claims):
-        self.clock, self.seconds, self.claims = clock, seconds, claims
-        self.started, self.polls = clock.now, 0
+    def __init__(self, clock, seconds, claims, fails_after=None):
+        self.clock, self.seconds, self.claims, self.fails_after = clock, seconds, claims, fails_after
+        self.started, self.polls, self.at, self.failed = clock.now, 0, [], []
 
     def get_invocation(self, invocation_id, timeout=None):
         self.polls += 1
         elapsed = self.clock.now - self.started
+        self.at.append(elapsed)
+        if self.fails_after is not None and elapsed >= self.fails_after and not self.failed:
+            self.failed.append(elapsed)
+            raise GatewayError("busy", 503)  # once, and with no Retry-After
         if elapsed >= self.seconds:
             return inv("succeeded", result="done"), None
         claimed = self.claims(elapsed, self.seconds)
@@ -227,27 +231,39 @@ class Sleeper:
         return False
 
 
-def waited(seconds, claims):
-    """How late a followed job of ``seconds`` was found done, and the polls it took (default backoff, no jitter)."""
+def waited(seconds, claims, fails_after=None):
+    """How late a followed job of ``seconds`` was found done, and the polls it took (default backoff, no
+    jitter); every poll came at least ``Retry-After`` (1 s) after an answered one."""
     clock = FakeClock()
-    job = Job(clock, seconds, claims)
+    job = Job(clock, seconds, claims, fails_after)
     outcome = follow(job, inv("running"), cancelled=Sleeper(clock), clock=clock, backoff=Backoff(jitter=0.0))
     assert outcome.state == "done"
-    return clock.now - job.started - seconds, job.polls
+    answered = [at for at in job.at if at not in job.failed]
+    assert all(later - at >= 1.0 for at, later in zip(job.at, job.at[1:]) if at in answered), job.at
+    return clock.now - job.started - seconds, job.polls, job
 
 
 def test_work_that_reports_progress_is_polled_when_it_should_end_not_at_the_next_backoff():
     """A 20 s job found done 1.7 s late by the backoff (its interval is 5 s by then) is found done on
     time when it says how far it is, with no more polls."""
-    late, polls = waited(20, lambda elapsed, seconds: None)
+    late, polls, _ = waited(20, lambda elapsed, seconds: None)
     assert late > 1.5
-    on_time, polls_on_time = waited(20, lambda elapsed, seconds: elapsed / seconds)
+    on_time, polls_on_time, _ = waited(20, lambda elapsed, seconds: elapsed / seconds)
     assert on_time <= 0.5 and polls_on_time <= polls
 
 
 def test_progress_that_misjudges_the_end_costs_at_most_two_early_polls():
     """Progress that runs ahead (it says the 60 s job is 99 % done after 20 s) brings two polls
     forward, then the backoff has its way again."""
-    _, polls = waited(60, lambda elapsed, seconds: None)
-    _, misjudged = waited(60, lambda elapsed, seconds: min(0.99, elapsed / 20))
+    _, polls, _ = waited(60, lambda elapsed, seconds: None)
+    _, misjudged, _ = waited(60, lambda elapsed, seconds: min(0.99, elapsed / 20))
     assert polls < misjudged <= polls + EARLY_POLLS
+
+
+def test_a_poll_that_failed_is_followed_by_the_backoff_not_by_an_early_poll():
+    """The work said it would end at 10 s; the poll then fails (a 503 with no Retry-After): the next
+    poll waits as the backoff says, rather than coming at once because the work should be done."""
+    _, _, job = waited(60, lambda elapsed, seconds: min(0.99, elapsed / 10), fails_after=10)
+    [failed] = job.failed
+    after = job.at[job.at.index(failed) + 1]
+    assert after - failed >= 1.0, job.at
