@@ -6,37 +6,27 @@ surfaces as a :class:`GatewayError`; what an answer says is read in :mod:`.gatew
 
 from __future__ import annotations
 
-import contextvars
-import hashlib
-import json
 import os
 import random
-import re
 import threading
 import time
 import uuid
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote, urlencode, urlsplit
 
 from . import __version__, metrics, tracing
 from .encoding import to_json
-from .gateway_answers import (GatewayError, Invocation, error_of, invocation_of, json_body, read_body, reason_of,
-                              retry_after_of, valid_entries)
+from .gateway_answers import (GatewayError, Invocation, error_of, invocation_of, read_body, reason_of, retry_after_of)
 from .keys import ApiKey, KeyRejected
 from .logs import log
+from .manifest_pages import SENDING_S, Ahead, ManifestPage, Prepare, cursor_seen
 
 RETRY_STATUSES = frozenset({502, 503, 504})
 MAX_MANIFEST_PAGES = 1000
-NEXT_CURSOR = re.compile(rb'"nextCursor"\s*:\s*("(?:[^"\\]|\\.)*")')  # a page's cursor, read from its body unparsed
-SENDING_S = 0.002  # about what a request takes of the interpreter lock to go out (a millisecond or two here)
 
 if TYPE_CHECKING:
     import requests
-
-
-Prepare = Callable[[dict[str, Any]], "tuple[Any, dict[str, Any]]"]  # an entry -> its key and the entry to keep
 
 
 @dataclass(frozen=True)
@@ -162,7 +152,7 @@ class Gateway:
         page is parsed and prepared (the parse confirms the cursor: a guess it does not is dropped)."""
         entries: list[dict[str, Any]] = []
         prepared: list[tuple[Any, dict[str, Any]]] = []
-        pages: list[_ManifestPage] = []
+        pages: list[ManifestPage] = []
         size, first_etag, seen = 0, None, set[str | None]()
         page_answer = self._manifest_page(None, {"If-None-Match": etag} if etag else {}, ahead=meanwhile is not None)
         if meanwhile is not None:
@@ -178,9 +168,9 @@ class Gateway:
                 raise
             if response.status_code == 304:
                 return None
-            guess = _cursor_seen(response.content)
+            guess = cursor_seen(response.content)
             following = self._manifest_page(guess, {}, ahead=True) if guess else None
-            page = _ManifestPage.of(response)
+            page = ManifestPage.of(response)
             pages.append(page)
             page_etag = response.headers.get("ETag") or page.etag
             if not seen:
@@ -214,7 +204,7 @@ class Gateway:
         if not ahead:
             return ask
         _ = self.session  # made here if need be (requests imported): the request's thread would wait on the caller's work
-        asked = _Ahead(ask)
+        asked = Ahead(ask)
         asked.wait(SENDING_S)  # the request goes out before the caller's work takes the interpreter lock
         return asked.result
 
@@ -294,88 +284,8 @@ class Gateway:
                                              cert=session.cert, proxies=session.proxies)
 
 
-class _ManifestPage:
-    """A page of a manifest as read: its valid entries, its cursor and ETag, and what a fetch's
-    ``prepare`` made of its entries. Read once per process for each body (by its SHA-256) while a
-    document read from it is held (:attr:`ManifestDocument.pages`): the keys of a service mostly see
-    the same manifest, whose pages then cost a new key no parsing, and nothing more is kept."""
-
-    _seen: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-    _lock = threading.Lock()
-
-    def __init__(self, response: requests.Response) -> None:
-        page = json_body(response)
-        if not isinstance(page, dict) or not isinstance(page.get("tools"), list):
-            raise GatewayError("the gateway's manifest is not an object with a 'tools' list",
-                               status=response.status_code)
-        self.entries = valid_entries(page["tools"])
-        self.cursor, self.etag = page.get("nextCursor"), page.get("etag")
-        self._prepared: dict[Prepare, list[tuple[Any, dict[str, Any]]]] = {}
-
-    @classmethod
-    def of(cls, response: requests.Response) -> _ManifestPage:
-        body = hashlib.sha256(response.content).digest()
-        with cls._lock:
-            page = cls._seen.get(body)
-        if page is None:
-            page = cls(response)
-            with cls._lock:
-                page = cls._seen.setdefault(body, page)
-        return page
-
-    def prepared(self, prepare: Prepare) -> list[tuple[Any, dict[str, Any]]]:
-        """What ``prepare`` makes of the entries (made once; a racing thread makes the same). From then
-        on the page keeps the entries ``prepare`` keeps (one copy shared with other tenants, not its own)."""
-        made = self._prepared.get(prepare)
-        if made is None:
-            made = [prepare(entry) for entry in self.entries]
-            self.entries = [kept for _, kept in made]
-            self._prepared[prepare] = made
-        return made
-
-
 class _ChangedMidway(Exception):
     """The manifest's ETag changed between two pages."""
-
-
-class _Ahead:
-    """A call made on a thread of its own (in the caller's context: its trace, its log fields),
-    whose result, or exception, the caller takes when it needs it."""
-
-    def __init__(self, call: Callable[[], Any]) -> None:
-        self._done = threading.Event()
-        self._value: Any = None
-        self._error: BaseException | None = None
-        context = contextvars.copy_context()
-        threading.Thread(target=context.run, args=(self._run, call), name="gateway-ahead", daemon=True).start()
-
-    def _run(self, call: Callable[[], Any]) -> None:
-        try:
-            self._value = call()
-        except BaseException as exc:  # handed to the caller, which raises it
-            self._error = exc
-        finally:
-            self._done.set()
-
-    def wait(self, seconds: float) -> None:
-        """Wait ``seconds`` at most (less when the call ends sooner)."""
-        self._done.wait(seconds)
-
-    def result(self) -> Any:
-        self._done.wait()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-def _cursor_seen(body: bytes) -> str | None:
-    """The ``nextCursor`` of a manifest page as its body's last one reads, before the body is parsed."""
-    found = NEXT_CURSOR.match(body, max(body.rfind(b'"nextCursor"'), 0))
-    try:
-        cursor = json.loads(found.group(1)) if found else None
-    except ValueError:
-        return None
-    return cursor if isinstance(cursor, str) and cursor else None
 
 
 def _http() -> Any:

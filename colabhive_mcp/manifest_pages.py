@@ -1,0 +1,106 @@
+"""A manifest's pages as a fetch reads them: each page parsed once per process however many keys
+read it (:class:`ManifestPage`), the next page's cursor seen in a body before it is parsed
+(:func:`cursor_seen`), and a request asked ahead on a thread of its own while the caller works on the
+page before (:class:`Ahead`). :mod:`.gateway` fetches the pages in turn with them.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import re
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, Callable
+
+from .gateway_answers import GatewayError, json_body, valid_entries
+
+if TYPE_CHECKING:
+    import requests
+
+NEXT_CURSOR = re.compile(rb'"nextCursor"\s*:\s*("(?:[^"\\]|\\.)*")')  # a page's cursor, read from its body unparsed
+SENDING_S = 0.002  # about what a request takes of the interpreter lock to go out (a millisecond or two here)
+
+Prepare = Callable[[dict[str, Any]], "tuple[Any, dict[str, Any]]"]  # an entry -> its key and the entry to keep
+
+
+class ManifestPage:
+    """A page of a manifest as read: its valid entries, its cursor and ETag, and what a fetch's
+    ``prepare`` made of its entries. Read once per process for each body (by its SHA-256) while a
+    document read from it is held (:attr:`.gateway.ManifestDocument.pages`): the keys of a service mostly see
+    the same manifest, whose pages then cost a new key no parsing, and nothing more is kept."""
+
+    _seen: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    _lock = threading.Lock()
+
+    def __init__(self, response: requests.Response) -> None:
+        page = json_body(response)
+        if not isinstance(page, dict) or not isinstance(page.get("tools"), list):
+            raise GatewayError("the gateway's manifest is not an object with a 'tools' list",
+                               status=response.status_code)
+        self.entries = valid_entries(page["tools"])
+        self.cursor, self.etag = page.get("nextCursor"), page.get("etag")
+        self._prepared: dict[Prepare, list[tuple[Any, dict[str, Any]]]] = {}
+
+    @classmethod
+    def of(cls, response: requests.Response) -> ManifestPage:
+        body = hashlib.sha256(response.content).digest()
+        with cls._lock:
+            page = cls._seen.get(body)
+        if page is None:
+            page = cls(response)
+            with cls._lock:
+                page = cls._seen.setdefault(body, page)
+        return page
+
+    def prepared(self, prepare: Prepare) -> list[tuple[Any, dict[str, Any]]]:
+        """What ``prepare`` makes of the entries (made once; a racing thread makes the same). From then
+        on the page keeps the entries ``prepare`` keeps (one copy shared with other tenants, not its own)."""
+        made = self._prepared.get(prepare)
+        if made is None:
+            made = [prepare(entry) for entry in self.entries]
+            self.entries = [kept for _, kept in made]
+            self._prepared[prepare] = made
+        return made
+
+
+
+class Ahead:
+    """A call made on a thread of its own (in the caller's context: its trace, its log fields),
+    whose result, or exception, the caller takes when it needs it."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self._done = threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(self._run, call), name="gateway-ahead", daemon=True).start()
+
+    def _run(self, call: Callable[[], Any]) -> None:
+        try:
+            self._value = call()
+        except BaseException as exc:  # handed to the caller, which raises it
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def wait(self, seconds: float) -> None:
+        """Wait ``seconds`` at most (less when the call ends sooner)."""
+        self._done.wait(seconds)
+
+    def result(self) -> Any:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def cursor_seen(body: bytes) -> str | None:
+    """The ``nextCursor`` of a manifest page as its body's last one reads, before the body is parsed."""
+    found = NEXT_CURSOR.match(body, max(body.rfind(b'"nextCursor"'), 0))
+    try:
+        cursor = json.loads(found.group(1)) if found else None
+    except ValueError:
+        return None
+    return cursor if isinstance(cursor, str) and cursor else None
