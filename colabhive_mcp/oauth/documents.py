@@ -109,8 +109,9 @@ def _get(parts: SplitResult, address: str, port: int) -> dict[str, Any]:
     try:
         data = _body(connection, parts, expired)
     except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, CertificateError) as exc:
-        raise _refused("was too slow to arrive" if expired.is_set() else
-                       f"could not be fetched ({type(exc).__name__})") from None
+        # the socket's own timeout is the same limit as the timer's cut, and may come first on a busy machine
+        slow = expired.is_set() or isinstance(exc, (TimeoutError, urllib3.exceptions.TimeoutError))
+        raise _refused("was too slow to arrive" if slow else f"could not be fetched ({type(exc).__name__})") from None
     finally:
         cutoff.cancel()
         connection.close()
