@@ -3,6 +3,7 @@ consent page's headers and rate limit, registration and client metadata document
 same through real gunicorn, the SDKs and a browser: test_oauth_http.py, test_oauth_sdks.py,
 test_oauth_browser.py."""
 
+import functools
 import json
 import socket
 import ssl
