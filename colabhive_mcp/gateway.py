@@ -71,7 +71,7 @@ class Gateway:
         if session is not None:
             session.headers.update(self.headers)
         self._session_lock = threading.Lock()
-        self.rejection: KeyRejected | None = None  # set once the gateway refuses the key
+        self.rejection: KeyRejected | None = None  # the gateway's refusal of the key, while it is its last word
 
     @property
     def session(self) -> requests.Session:
@@ -212,7 +212,7 @@ class Gateway:
                  payload: Any = None, params: dict[str, str] | None = None) -> requests.Response:
         """Send one request, retrying connection failures and 502/503/504 with backoff. A refusal of the
         key is raised as :class:`KeyRejected`, and kept in :attr:`rejection` (a manifest page's by the
-        fetch that wanted the page).
+        fetch that wanted the page) until an answer accepts the key again.
 
         Every route the client uses is safe to retry: GETs are idempotent, ``:invoke``
         carries an ``Idempotency-Key`` and ``:cancel`` is idempotent by nature. Redirects are
@@ -235,6 +235,7 @@ class Gateway:
                 metrics.UPSTREAM.labels(route, str(response.status_code)).inc()
                 metrics.UPSTREAM_LATENCY.labels(route).observe(time.perf_counter() - started)
                 if response.status_code < 300 or response.status_code == 304:
+                    self.rejection = None  # the key is accepted (again)
                     return response
                 error = error_of(response)
                 if error.status == 401 or (error.status == 403 and route == "manifest"):

@@ -273,6 +273,31 @@ def test_a_single_tenant_servers_first_check_on_a_slow_gateway_leaves_threads_fo
         assert modern(one.url, "tools/list", key=None).status_code == 200
 
 
+def test_a_single_tenant_servers_check_after_a_refusal_on_a_slow_gateway_leaves_threads_for_health_checks(
+        gateway_sandbox, sandbox):
+    """The gateway refused the configured key, whose tool list the server still holds; once the refusal
+    is old enough to ask again, the gateway takes 8 s to answer: the requests waiting for that answer
+    hold the worker's places for long requests (4 of 8 threads), the rest are refused at once (503),
+    and /healthz is answered meanwhile."""
+    key = "hive_single_refused_01"
+    sandbox.add_key(key)
+    with server(gateway_sandbox.url, "--single-tenant", "--http-workers", "1", http_threads=8, api_key=key,
+                manifest_ttl=1, rejected_key_ttl=1) as one:
+        assert modern(one.url, "tools/list", key=None).status_code == 200
+        sandbox.reset()  # the gateway no longer knows the key
+        time.sleep(1.2)
+        assert modern(one.url, "tools/list", key=None).status_code == 401
+        time.sleep(1.2)
+        sandbox.faults.add(route="manifest", kind="latency", seconds=8.0)
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            lists = [pool.submit(modern, one.url, "tools/list", key=None) for _ in range(12)]
+            time.sleep(1)  # the check is under way
+            assert health_time(one, probes=1) < 2
+            answered = [f.result() for f in lists]
+        statuses = sorted(a.status_code for a in answered)
+        assert set(statuses) == {401, 503} and statuses.count(401) <= 4, statuses
+
+
 @pytest.mark.parametrize("threads, served", [(None, "all"), (64, "the budget")])
 def test_many_long_calls_leave_health_checks_fast(gateway_sandbox, sandbox, threads, served):
     """300 concurrent 4 s calls from 10 keys: at the defaults every one is served; with 64 threads a

@@ -414,6 +414,31 @@ def test_single_tenant_mode_uses_the_configured_key_and_offers_a_get_stream(gate
         server.stop()
 
 
+def test_a_single_tenant_key_refused_then_accepted_again_is_served_again(gateway_sandbox, sandbox):
+    """The gateway refuses the configured key, then accepts it again (a key restored, a passing fault
+    of the gateway): the session's pings are refused while the refusal is the gateway's last word, and
+    served again once a call finds the key accepted, with no restart."""
+    key = "hive_single_restored_01"
+    sandbox.add_key(key)
+    server = HttpServer(gateway_sandbox.url, "--single-tenant", "--http-workers", "1", env={"COLABHIVE_API_KEY": key})
+
+    def echo():
+        return rpc_messages(rpc(server.url, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}, key=None,
+                                session=session))[-1]
+
+    try:
+        session = initialize(server.url, key=None)
+        assert "result" in echo()
+        sandbox.reset()  # the gateway no longer knows the key
+        assert echo()["error"]["code"] == -31401
+        assert rpc(server.url, "ping", key=None, session=session).status_code == 401
+        sandbox.add_key(key)
+        assert "result" in echo()
+        assert rpc(server.url, "ping", key=None, session=session).status_code == 200
+    finally:
+        server.stop()
+
+
 def test_single_tenant_refuses_a_public_address(gateway_sandbox):
     import subprocess
     import sys
