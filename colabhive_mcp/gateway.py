@@ -20,10 +20,12 @@ from .encoding import to_json
 from .gateway_answers import (GatewayError, Invocation, error_of, invocation_of, read_body, reason_of, retry_after_of)
 from .keys import ApiKey, KeyRejected
 from .logs import log
-from .manifest_pages import SENDING_S, Ahead, ManifestPage, Prepare, cursor_seen
+from .ahead import Ahead
+from .manifest_pages import ManifestPage, Prepare, cursor_seen
 
 RETRY_STATUSES = frozenset({502, 503, 504})
 MAX_MANIFEST_PAGES = 1000
+SENDING_S = 0.002  # about what a request takes of the interpreter lock to go out (a millisecond or two here)
 
 if TYPE_CHECKING:
     import requests
@@ -204,7 +206,7 @@ class Gateway:
         if not ahead:
             return ask
         _ = self.session  # made here if need be (requests imported): the request's thread would wait on the caller's work
-        asked = Ahead(ask)
+        asked = Ahead(ask, "gateway-ahead")
         asked.wait(SENDING_S)  # the request goes out before the caller's work takes the interpreter lock
         return asked.result
 

@@ -1,12 +1,11 @@
 """A manifest's pages as a fetch reads them: each page parsed once per process however many keys
-read it (:class:`ManifestPage`), the next page's cursor seen in a body before it is parsed
-(:func:`cursor_seen`), and a request asked ahead on a thread of its own while the caller works on the
-page before (:class:`Ahead`). :mod:`.gateway` fetches the pages in turn with them.
+read it (:class:`ManifestPage`), and the next page's cursor seen in a body before it is parsed
+(:func:`cursor_seen`), so that the next page is asked for while the caller works on this one.
+:mod:`.gateway` fetches the pages in turn with them.
 """
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import json
 import re
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
     import requests
 
 NEXT_CURSOR = re.compile(rb'"nextCursor"\s*:\s*("(?:[^"\\]|\\.)*")')  # a page's cursor, read from its body unparsed
-SENDING_S = 0.002  # about what a request takes of the interpreter lock to go out (a millisecond or two here)
 
 Prepare = Callable[[dict[str, Any]], "tuple[Any, dict[str, Any]]"]  # an entry -> its key and the entry to keep
 
@@ -63,37 +61,6 @@ class ManifestPage:
             self.entries = [kept for _, kept in made]
             self._prepared[prepare] = made
         return made
-
-
-
-class Ahead:
-    """A call made on a thread of its own (in the caller's context: its trace, its log fields),
-    whose result, or exception, the caller takes when it needs it."""
-
-    def __init__(self, call: Callable[[], Any]) -> None:
-        self._done = threading.Event()
-        self._value: Any = None
-        self._error: BaseException | None = None
-        context = contextvars.copy_context()
-        threading.Thread(target=context.run, args=(self._run, call), name="gateway-ahead", daemon=True).start()
-
-    def _run(self, call: Callable[[], Any]) -> None:
-        try:
-            self._value = call()
-        except BaseException as exc:  # handed to the caller, which raises it
-            self._error = exc
-        finally:
-            self._done.set()
-
-    def wait(self, seconds: float) -> None:
-        """Wait ``seconds`` at most (less when the call ends sooner)."""
-        self._done.wait(seconds)
-
-    def result(self) -> Any:
-        self._done.wait()
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 def cursor_seen(body: bytes) -> str | None:

@@ -26,6 +26,7 @@ from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.transports.http.app import McpApp
 
 from .oauth_flow import Flow, Pages, error_code, form_token, pkce, query
+from .waiting import wait_until
 
 SECRET = "s" * 64
 PUBLIC = "http://127.0.0.1:8765/mcp"
@@ -290,6 +291,32 @@ def test_a_metadata_document_whose_socket_times_out_before_the_cut_is_too_slow_t
             Clients(SECRET, ("https", "http"), loopback_documents=True).find(
                 f"http://127.0.0.1:{silent.getsockname()[1]}/client.json")
     assert time.monotonic() - started < documents.TIMEOUT_S  # the socket's timeout came first
+
+
+def test_a_metadata_document_whose_host_name_resolves_slowly_is_refused_within_the_limit(monkeypatch):
+    """Whoever owns a host name runs its name server, and may make a lookup take half a minute: the
+    request is refused within the limit all the same, and the lookup still going keeps its place
+    among the fetches made at once until it ends (slow lookups hold at most that many threads)."""
+    monkeypatch.setattr(documents, "TIMEOUT_S", 0.5)
+    monkeypatch.setattr(documents, "_fetching", threading.BoundedSemaphore(1))
+    answered = threading.Event()
+
+    def slow_lookup(host, port, loopback):
+        answered.wait(30)
+        return "127.0.0.1"
+
+    monkeypatch.setattr(documents, "_public_address", slow_lookup)
+    clients = Clients(SECRET, ("https",))
+    started = time.monotonic()
+    with pytest.raises(OAuthError, match="too slow to arrive") as refused:
+        clients.find("https://slow-name.example/client.json")
+    assert refused.value.error == "invalid_client" and time.monotonic() - started < 5
+    with pytest.raises(OAuthError) as busy:
+        clients.find("https://another.example/client.json")
+    assert busy.value.error == "temporarily_unavailable"  # the first lookup still holds the one place
+    answered.set()
+    assert wait_until(lambda: documents._fetching.acquire(blocking=False), timeout=10)  # given back once it ended
+    documents._fetching.release()
 
 
 def test_a_metadata_document_is_kept_a_while_and_a_refusal_is_not(document_server, monkeypatch):

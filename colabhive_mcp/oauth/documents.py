@@ -4,16 +4,18 @@ The ``client_id`` of such a client is an https URL; the server fetches it to lea
 name and redirect URIs. The URL's host is resolved once, every address it resolves to must be
 public (no loopback, private, link-local, shared or reserved range), and the connection goes to
 that checked address (so a second lookup cannot rebind it), with TLS verified for the host name.
-No redirects; at most :data:`MAX_BYTES`, all of it within :data:`TIMEOUT_S`; a good document is kept
-:data:`CACHE_S` seconds. A process fetches at most :data:`FETCHES_AT_ONCE` documents at once (anyone
-may name a slow one), so those fetches never hold more of a worker's threads; past it, the answer is
-``temporarily_unavailable`` at once, and documents kept are still served. A test setting allows this
-machine's addresses, over plain http too.
+No redirects; at most :data:`MAX_BYTES`, all of it, the lookup included, within :data:`TIMEOUT_S`; a
+good document is kept :data:`CACHE_S` seconds. A process fetches at most :data:`FETCHES_AT_ONCE`
+documents at once (anyone may name a slow one, or a host name whose lookup takes half a minute), so
+those fetches never hold more threads; past it, the answer is ``temporarily_unavailable`` at once,
+and documents kept are still served. A test setting allows this machine's addresses, over plain http
+too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import ipaddress
 import json
@@ -28,6 +30,7 @@ from cachetools import TTLCache
 from urllib3.util.ssl_match_hostname import CertificateError
 
 from .errors import OAuthError
+from ..ahead import Ahead
 from ..limits import BUSY_RETRY_S
 from ..loopback import is_loopback
 
@@ -53,16 +56,30 @@ def fetch(url: str, *, loopback: bool = False) -> dict[str, Any]:
     if found is not None:
         return found
     parts, port = _checked_url(url, loopback)
+    busy = OAuthError("temporarily_unavailable", "This server is fetching many client metadata documents right "
+                      "now; try again shortly.", 503, int(BUSY_RETRY_S))
     if not _fetching.acquire(blocking=False):
-        raise OAuthError("temporarily_unavailable", "This server is fetching many client metadata documents "
-                         "right now; try again shortly.", 503, int(BUSY_RETRY_S))
-    try:
-        document = _get(parts, _public_address(parts.hostname or "", port, loopback), port)
-    finally:
+        raise busy
+    try:  # on a thread of its own, which holds the place until the fetch ends: a lookup cannot be cut short
+        fetching = Ahead(functools.partial(_fetch_in_place, parts, port, loopback), "oauth-document")
+    except RuntimeError:  # no thread to be had
         _fetching.release()
+        raise busy from None
+    if not fetching.wait(TIMEOUT_S):
+        raise _refused("was too slow to arrive")
+    document = fetching.result()
     with _lock:
         _cache[url] = document
     return document
+
+
+def _fetch_in_place(parts: SplitResult, port: int, loopback: bool) -> dict[str, Any]:
+    """The document, fetched while this thread holds one of the :data:`FETCHES_AT_ONCE` places (given
+    back when the fetch ends, however late a lookup answers)."""
+    try:
+        return _get(parts, _public_address(parts.hostname or "", port, loopback), port)
+    finally:
+        _fetching.release()
 
 
 def _refused(why: str) -> OAuthError:
