@@ -74,6 +74,8 @@ class Gateway:
             session.headers.update(self.headers)
         self._session_lock = threading.Lock()
         self.rejection: KeyRejected | None = None  # the gateway's refusal of the key, while it is its last word
+        self._refused_at = -float("inf")  # when (time.perf_counter()) it was kept
+        self._refusal_lock = threading.Lock()
 
     @property
     def session(self) -> requests.Session:
@@ -237,7 +239,8 @@ class Gateway:
                 metrics.UPSTREAM.labels(route, str(response.status_code)).inc()
                 metrics.UPSTREAM_LATENCY.labels(route).observe(time.perf_counter() - started)
                 if response.status_code < 300 or response.status_code == 304:
-                    self.rejection = None  # the key is accepted (again)
+                    if self.rejection is not None:
+                        self._accepted(started)
                     return response
                 error = error_of(response)
                 if error.status == 401 or (error.status == 403 and route == "manifest"):
@@ -262,9 +265,17 @@ class Gateway:
             time.sleep(delay)
         raise AssertionError("unreachable")
 
+    def _accepted(self, asked: float) -> None:
+        """An answer to a request sent at ``asked`` (a :func:`time.perf_counter` reading) accepted the key:
+        a refusal kept before the request was sent is forgotten (one kept since is newer news)."""
+        with self._refusal_lock:
+            if asked > self._refused_at:
+                self.rejection = None
+
     def _refused(self, rejection: KeyRejected, route: str) -> None:
         """The gateway refused the key on ``route``: kept (the pool then refuses it from memory), and said."""
-        self.rejection = rejection
+        with self._refusal_lock:
+            self.rejection, self._refused_at = rejection, time.perf_counter()
         log.bind(route=route, status=rejection.status, tenant=self.key_id).warning("gateway.key_rejected")
 
     def _send(self, method: str, url: str, headers: dict[str, str], body: bytes | None,

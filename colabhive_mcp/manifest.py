@@ -106,6 +106,12 @@ class ManifestCache:
     def current(self) -> Manifest | None:
         return self._current
 
+    @property
+    def asks(self) -> bool:
+        """Whether :meth:`get` would wait for the gateway now: nothing is held yet, or the gateway's
+        refusal of the key is old enough to ask it again (a refusal it remembers is answered at once)."""
+        return self._current is None or (self._rejection is not None and self.clock() >= self._expires)
+
     def get(self) -> Manifest:
         """The manifest, revalidated first if its TTL ran out (while another thread revalidates it,
         the copy held: a slow gateway keeps one thread waiting, not every request of the tenant).

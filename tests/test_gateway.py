@@ -159,6 +159,33 @@ def test_work_to_do_meanwhile_that_fails_leaves_the_answer_as_it_is(gateway):
 
 
 @responses.activate
+def test_a_refusal_of_the_key_lasts_until_a_request_sent_after_it_is_answered(gateway):
+    """The gateway refused the key, then accepts it again: a later answer clears the refusal, but not
+    the answer to a request sent before the refusal came (a slow poll, a page asked ahead), which
+    is older news."""
+    sent, release = threading.Event(), threading.Event()
+
+    def slow_poll(request):
+        sent.set()
+        release.wait(10)
+        return 200, {}, json.dumps(invocation("running"))
+
+    responses.add_callback(responses.GET, BASE + "/invocations/inv_1", callback=slow_poll)
+    responses.post(BASE + "/actions/chat:invoke", status=401, json={"detail": "revoked"})
+    older = threading.Thread(target=gateway.get_invocation, args=("inv_1",))
+    older.start()
+    assert sent.wait(5)
+    with pytest.raises(KeyRejected):
+        gateway.invoke("chat", {})
+    release.set()
+    older.join(10)
+    assert gateway.rejection is not None  # the poll was sent before the refusal
+    responses.get(BASE + "/invocations/inv_2", json=invocation("running"))
+    gateway.get_invocation("inv_2")
+    assert gateway.rejection is None  # asked after it: the key is accepted again
+
+
+@responses.activate
 def test_manifest_gzip_body_is_decoded(gateway):
     body = gzip.compress(json.dumps({"tools": [{"name": "z"}], "nextCursor": None}).encode())
     responses.get(BASE + "/mcp/manifest", body=body, headers={"Content-Encoding": "gzip", "ETag": '"g"'},

@@ -279,6 +279,35 @@ def test_a_refresh_since_a_moment_asks_again_unless_a_question_asked_after_it_wa
         cache.refresh(since=before)
 
 
+def test_the_cache_says_when_a_get_would_wait_for_the_gateway():
+    """What a single-tenant server holds a place for while the key is checked: the first fetch, and the
+    one after a refusal once it is old enough to ask again, not a refusal answered from memory nor a
+    held copy."""
+    class Refusing(Publisher):
+        rejects = False
+
+        def fetch_manifest(self, etag=None, prepare=None, meanwhile=None):
+            if self.rejects:
+                raise KeyRejected(401, "revoked")
+            return super().fetch_manifest(etag, prepare, meanwhile)
+
+    gateway, clock = Refusing(), Clock()
+    cache = ManifestCache(gateway, ttl=60, clock=clock, rejection_ttl=30)
+    assert cache.asks
+    cache.get()
+    assert not cache.asks
+    clock.now += 61
+    gateway.rejects = True
+    with pytest.raises(KeyRejected):
+        cache.get()
+    assert not cache.asks  # the refusal is answered from memory for a while
+    clock.now += 31
+    assert cache.asks
+    gateway.rejects = False
+    cache.get()
+    assert not cache.asks
+
+
 @pytest.mark.parametrize("conditional", [False, True])
 def test_a_fetch_begun_before_a_refresh_does_not_undo_it(conditional):
     """Worker A asks the gateway (for the whole manifest, or whether its copy is current); an

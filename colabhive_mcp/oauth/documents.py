@@ -58,12 +58,13 @@ def fetch(url: str, *, loopback: bool = False) -> dict[str, Any]:
     parts, port = _checked_url(url, loopback)
     busy = OAuthError("temporarily_unavailable", "This server is fetching many client metadata documents right "
                       "now; try again shortly.", 503, int(BUSY_RETRY_S))
-    if not _fetching.acquire(blocking=False):
+    places = _fetching
+    if not places.acquire(blocking=False):
         raise busy
     try:  # on a thread of its own, which holds the place until the fetch ends: a lookup cannot be cut short
-        fetching = Ahead(functools.partial(_fetch_in_place, parts, port, loopback), "oauth-document")
+        fetching = Ahead(functools.partial(_fetch_in_place, places, parts, port, loopback), "oauth-document")
     except RuntimeError:  # no thread to be had
-        _fetching.release()
+        places.release()
         raise busy from None
     if not fetching.wait(TIMEOUT_S):
         raise _refused("was too slow to arrive")
@@ -73,13 +74,14 @@ def fetch(url: str, *, loopback: bool = False) -> dict[str, Any]:
     return document
 
 
-def _fetch_in_place(parts: SplitResult, port: int, loopback: bool) -> dict[str, Any]:
-    """The document, fetched while this thread holds one of the :data:`FETCHES_AT_ONCE` places (given
-    back when the fetch ends, however late a lookup answers)."""
+def _fetch_in_place(places: threading.BoundedSemaphore, parts: SplitResult, port: int,
+                    loopback: bool) -> dict[str, Any]:
+    """The document, fetched while this thread holds one of the ``places`` (given back when the fetch
+    ends, however late a lookup answers)."""
     try:
         return _get(parts, _public_address(parts.hostname or "", port, loopback), port)
     finally:
-        _fetching.release()
+        places.release()
 
 
 def _refused(why: str) -> OAuthError:

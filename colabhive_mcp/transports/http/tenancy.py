@@ -75,9 +75,8 @@ class Tenancy:
         """The key's tenant, once the gateway has accepted the key (``address``: the client's, see
         :func:`.wire.client_address`). Raises :class:`KeyRejected` for a rejected one, and
         :class:`LimitReached` for one that cannot be checked now (the edge: 401; 429 or 503)."""
-        if self.single is not None:  # a check that may wait for the gateway (the first, or after a refusal) holds
-            asks = self.single.manifest.current is None or self.single.rejection is not None  # a long request's place
-            with self.admission.by_key(key.digest) if asks else contextlib.nullcontext():
+        if self.single is not None:  # a check that waits for the gateway holds a place for long requests
+            with self.admission.by_key(key.digest) if self.single.manifest.asks else contextlib.nullcontext():
                 self.single.verify()
             yield self.single
         else:
