@@ -16,6 +16,8 @@ from .memory_store import MemoryStore
 
 @dataclass(frozen=True)
 class Instance:
+    """What an instance's workers share: its store, the calls cut off by their hosts, per-key limits."""
+
     store: InstanceStore
     calls: DetachedCalls
     limits: Limits

@@ -23,6 +23,8 @@ _KEY_SHAPE = re.compile(r"(?=[A-Za-z0-9._~+/-]+=*\Z)[A-Za-z0-9._~+/=-]{%d,%d}\Z"
 
 @dataclass(frozen=True)
 class ApiKey:
+    """An API key and the ids derived from it, made once (:func:`ApiKey.of`): only the gateway sees the secret."""
+
     secret: str = field(repr=False)  # what the gateway is sent, and nothing else ever sees
     log_id: str  # 48 bits of the hash: what logs and metrics show
     binding: str  # 128 bits: what a token bound to the key carries

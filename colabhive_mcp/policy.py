@@ -16,6 +16,8 @@ from .config import STABILITIES, Config
 
 @dataclass(frozen=True)
 class Policy:
+    """Which actions are tools here: allow and deny globs, kinds, side effects, stability, read-only."""
+
     allow: tuple[str, ...] = ("*",)
     deny: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()

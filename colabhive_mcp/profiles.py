@@ -25,6 +25,8 @@ from .config import Config
 
 @dataclass(frozen=True)
 class Profile:
+    """What a client host takes: its name and tool caps, its budgets, schema strictness, its deadline."""
+
     name: str
     name_max: int = 48  # hosts prefix the server name (mcp__colabhive__…) and cap the total at 64
     max_tools: int = 0  # 0: list them all

@@ -19,6 +19,8 @@ _BLOCKS_2024 = frozenset({"text", "image", "resource"})
 
 @dataclass(frozen=True)
 class Revision:
+    """What one MCP protocol revision can carry: its era, tool fields, content blocks and the rest."""
+
     version: str
     modern: bool = False  # stateless, every request carrying its _meta (else: the initialize handshake)
     tool_fields: tuple[str, ...] = _FIELDS_2025_06 + ("icons",)  # what a tool definition may hold

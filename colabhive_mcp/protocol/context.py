@@ -20,6 +20,8 @@ from .task_ids import TaskIds
 
 @dataclass
 class Context:
+    """What the protocol's handlers share in one process: the settings, requests in flight, signed ids."""
+
     config: Config
     list_changed: bool = False  # the transport tells sessions when the tool list changes
     inflight: InFlight = field(default_factory=InFlight)

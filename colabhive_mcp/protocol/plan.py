@@ -28,6 +28,8 @@ _TIMED_OUT = re.compile(r"time[sd]?[\s_-]?out|timed out|-32001", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class Plan:
+    """What a transport must know of one frame before serving it (see :func:`plan`)."""
+
     modern: bool = False  # a 2026-07-28 request: stateless, its routing headers checked against it
     request: bool = False  # it is answered (a request, or an invalid message that is not a notification)
     opens: bool = False  # the legacy handshake's initialize: it opens a session
