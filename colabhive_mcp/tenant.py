@@ -112,7 +112,7 @@ class Tenant:
 
     @property
     def rejection(self) -> KeyRejected | None:
-        """Why the gateway refused this key, when that is its last word on it (an answer since clears it)."""
+        """Why the gateway refused this key, while that is its last word on it (see :attr:`.Gateway.rejection`)."""
         return self.gateway.rejection
 
     def verify(self) -> None:

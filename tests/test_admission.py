@@ -254,6 +254,17 @@ def test_new_keys_waiting_for_a_slow_gateway_leave_threads_for_everyone_else(gat
     assert all(a.headers["Retry-After"] and "waiting for ColabHive to check" in a.text for a in refused)
 
 
+def lists_during_a_check(server):
+    """Twelve tool lists at once from a single-tenant ``server`` whose key's check waits for a slow
+    gateway: /healthz is answered meanwhile (one probe: a second one would find the check over). The
+    lists' answers."""
+    with concurrent.futures.ThreadPoolExecutor(12) as pool:
+        lists = [pool.submit(modern, server.url, "tools/list", key=None) for _ in range(12)]
+        time.sleep(1)  # the check is under way
+        assert health_time(server, probes=1) < 2
+        return [f.result() for f in lists]
+
+
 def test_a_single_tenant_servers_first_check_on_a_slow_gateway_leaves_threads_for_health_checks(gateway_sandbox,
                                                                                                sandbox):
     """The configured key's first check waits 8 s for the gateway: the requests waiting for it hold
@@ -262,11 +273,7 @@ def test_a_single_tenant_servers_first_check_on_a_slow_gateway_leaves_threads_fo
     sandbox.faults.add(route="manifest", kind="latency", seconds=8.0)
     with server(gateway_sandbox.url, "--single-tenant", "--http-workers", "1", http_threads=8,
                 api_key=DEMO_KEY_B) as one:
-        with concurrent.futures.ThreadPoolExecutor(12) as pool:
-            lists = [pool.submit(modern, one.url, "tools/list", key=None) for _ in range(12)]
-            time.sleep(1)  # the check is under way
-            assert health_time(one, probes=1) < 2  # one probe: a second one would find the check over
-            answered = [f.result() for f in lists]
+        answered = lists_during_a_check(one)
         statuses = sorted(a.status_code for a in answered)
         assert set(statuses) == {200, 503} and statuses.count(200) <= 4, statuses
         assert all(a.headers["Retry-After"] for a in answered if a.status_code == 503)
@@ -289,11 +296,7 @@ def test_a_single_tenant_servers_check_after_a_refusal_on_a_slow_gateway_leaves_
         assert modern(one.url, "tools/list", key=None).status_code == 401
         time.sleep(1.2)
         sandbox.faults.add(route="manifest", kind="latency", seconds=8.0)
-        with concurrent.futures.ThreadPoolExecutor(12) as pool:
-            lists = [pool.submit(modern, one.url, "tools/list", key=None) for _ in range(12)]
-            time.sleep(1)  # the check is under way
-            assert health_time(one, probes=1) < 2
-            answered = [f.result() for f in lists]
+        answered = lists_during_a_check(one)
         statuses = sorted(a.status_code for a in answered)
         assert set(statuses) == {401, 503} and statuses.count(401) <= 4, statuses
 

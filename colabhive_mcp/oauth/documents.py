@@ -56,16 +56,14 @@ def fetch(url: str, *, loopback: bool = False) -> dict[str, Any]:
     if found is not None:
         return found
     parts, port = _checked_url(url, loopback)
-    busy = OAuthError("temporarily_unavailable", "This server is fetching many client metadata documents right "
-                      "now; try again shortly.", 503, int(BUSY_RETRY_S))
     places = _fetching
     if not places.acquire(blocking=False):
-        raise busy
+        raise _busy()
     try:  # on a thread of its own, which holds the place until the fetch ends: a lookup cannot be cut short
         fetching = Ahead(functools.partial(_fetch_in_place, places, parts, port, loopback), "oauth-document")
     except RuntimeError:  # no thread to be had
         places.release()
-        raise busy from None
+        raise _busy() from None
     if not fetching.wait(TIMEOUT_S):
         raise _refused("was too slow to arrive")
     document = fetching.result()
@@ -82,6 +80,11 @@ def _fetch_in_place(places: threading.BoundedSemaphore, parts: SplitResult, port
         return _get(parts, _public_address(parts.hostname or "", port, loopback), port)
     finally:
         places.release()
+
+
+def _busy() -> OAuthError:
+    return OAuthError("temporarily_unavailable", "This server is fetching many client metadata documents right now; "
+                      "try again shortly.", 503, int(BUSY_RETRY_S))
 
 
 def _refused(why: str) -> OAuthError:
