@@ -8,7 +8,10 @@
     python scripts/bench.py --baseline /tmp/colabhive-0.3.4/bin/python   # and an older release, same run
 
 Starts the sandbox gateway in a process of its own (with a 300-tool, ~1 MB manifest) and the
-servers with their default settings, measures, and prints a table and JSON. Next to each latency it
+servers with their default settings, measures, and prints a table and JSON. The cold paths (a
+first tool list) are measured on the sandbox and again on a gateway stub with the same manifest
+ready in memory as one page (``stub_gateway.py``), where nothing of the server's work hides behind
+the gateway's. Next to each latency it
 counts the server's CPU per call (user + system time of its process tree, from /proc), which a busy
 machine disturbs far less than it disturbs latencies. The comparisons with the direct gateway call run
 ``--repeat`` times: the table shows the median run and every run's headline figure (the spread).
@@ -59,6 +62,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from baseline import BaselineServer, FloorServer, ServerProcess, version  # noqa: E402
 from baseline import stdio_command as baseline_stdio  # noqa: E402
 from bench_report import render_comparison, render_table  # noqa: E402
+from stub_gateway import StubGateway  # noqa: E402
 
 Served = Union[HttpServer, ServerProcess]  # a server measured: its ``url`` and its ``process``
 
@@ -103,6 +107,9 @@ class Sandbox:
     def __exit__(self, *_exc: Any) -> None:
         self.process.terminate()
         self.process.wait(10)
+
+
+Upstream = Union[Sandbox, StubGateway]  # a gateway the cold paths are measured on: its ``url`` and ``root_url``
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -473,7 +480,7 @@ def bench_stdio_startup(runs: int, baseline: str | None = None) -> dict[str, Any
     return percentiles(samples)
 
 
-def new_key(sandbox: Sandbox) -> str:
+def new_key(sandbox: Upstream) -> str:
     """A key the gateway accepts and no server has seen."""
     key = f"hive_bench_new_{os.urandom(6).hex()}"
     requests.post(sandbox.root_url + "/_sandbox/keys", json={"key": key}, timeout=10).raise_for_status()
@@ -513,7 +520,7 @@ def warm_without_key(url: str) -> None:
             assert response.status_code == 401, response.status_code
 
 
-def new_tenant_trial(sandbox: Sandbox, baseline: str | None = None) -> dict[str, Any]:
+def new_tenant_trial(sandbox: Upstream, baseline: str | None = None) -> dict[str, Any]:
     """A new tenant's ``initialize`` → first ``tools/list`` answer in a fresh server process (this
     package's, or the ``baseline`` Python's) warmed with keyless requests: the wall time, and the
     server's CPU for it."""
@@ -531,7 +538,7 @@ def new_tenant_trial(sandbox: Sandbox, baseline: str | None = None) -> dict[str,
         server.stop()
 
 
-def stdio_list_trial(sandbox: Sandbox, baseline: str | None = None, cache_home: str | None = None) -> dict[str, Any]:
+def stdio_list_trial(sandbox: Upstream, baseline: str | None = None, cache_home: str | None = None) -> dict[str, Any]:
     """Spawn → the first ``tools/list`` answer of a stdio server (this package's, or the ``baseline``
     Python's) on the gateway with the 1 MB manifest, as a host does: ``initialize``, then the list.
     ``cache_home``: where this package finds the manifest an earlier start saved (by default, a new
@@ -555,7 +562,7 @@ def new_cache_home() -> str:
     return tempfile.mkdtemp(dir=os.environ["XDG_CACHE_HOME"])
 
 
-def saved_manifest(sandbox: Sandbox) -> str:
+def saved_manifest(sandbox: Upstream) -> str:
     """A cache directory holding the manifest a stdio server saved (it started once, and listed its tools)."""
     cache_home = new_cache_home()
     stdio_list_trial(sandbox, cache_home=cache_home)
@@ -567,7 +574,7 @@ def saved_list_trial(cache_home: str) -> Callable[..., dict[str, Any]]:
     return lambda sandbox, baseline=None: stdio_list_trial(sandbox, baseline, cache_home)
 
 
-def cold_runs(trial: Callable[..., dict[str, Any]], sandbox: Sandbox, trials: int,
+def cold_runs(trial: Callable[..., dict[str, Any]], sandbox: Upstream, trials: int,
               baseline: str | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """``trials`` trials of a cold path for this package and, alternating with them, for the
     ``baseline`` Python's release (so that both see the same machine): each side's figures."""
@@ -635,23 +642,27 @@ def measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     results: dict[str, Any] = {"run": run_facts(mode, repeat)}
     cold_baseline: dict[str, Any] = {}  # the older release's figures of the cold paths, measured alternately
 
-    def cold(name: str, trial: Callable[..., dict[str, Any]]) -> dict[str, Any]:
-        ours, theirs = cold_runs(trial, sandbox, cold_trials, args.baseline)
+    def cold(name: str, trial: Callable[..., dict[str, Any]], gateway: Upstream) -> dict[str, Any]:
+        ours, theirs = cold_runs(trial, gateway, cold_trials, args.baseline)
         if theirs is not None:
             cold_baseline[name] = theirs
         return ours
 
     with Sandbox(page_size=100, cold_start_s=2) as sandbox:
         add_big_manifest(sandbox)
+        stub = StubGateway.of(sandbox)  # the same manifest, as one page ready in memory
         server = HttpServer(sandbox.url, tuned=False)  # its default settings
         benches: dict[str, Callable[[], Any]] = {
             "stdio_startup_ms": lambda: bench_stdio_startup(2 if args.quick else 10),
             "overhead_stdio": lambda: median_run([bench_overhead_stdio(sandbox, n) for _ in range(repeat)],
                                                  "added_p50_ms"),
             "tools_list_warm": lambda: bench_tools_list(sandbox, n),
-            "new_tenant_first_list": lambda: cold("new_tenant_first_list", new_tenant_trial),
-            "stdio_first_list": lambda: cold("stdio_first_list", saved_list_trial(saved_manifest(sandbox))),
-            "stdio_first_list_unsaved": lambda: cold("stdio_first_list_unsaved", stdio_list_trial),
+            "new_tenant_first_list": lambda: cold("new_tenant_first_list", new_tenant_trial, sandbox),
+            "stdio_first_list": lambda: cold("stdio_first_list", saved_list_trial(saved_manifest(sandbox)), sandbox),
+            "stdio_first_list_unsaved": lambda: cold("stdio_first_list_unsaved", stdio_list_trial, sandbox),
+            "new_tenant_first_list_stub": lambda: cold("new_tenant_first_list_stub", new_tenant_trial, stub),
+            "stdio_first_list_stub": lambda: cold("stdio_first_list_stub", saved_list_trial(saved_manifest(stub)), stub),
+            "stdio_first_list_unsaved_stub": lambda: cold("stdio_first_list_unsaved_stub", stdio_list_trial, stub),
             "cold_tools_list_100_threads": lambda: bench_cold_list(sandbox, 100),
             "churn": lambda: bench_churn(sandbox, 40 if args.quick else 1000, 2, 10 if args.quick else 100),
             "polls_for_job": lambda: bench_polls(sandbox, 5 if args.quick else 60),
@@ -671,6 +682,7 @@ def measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 results[name] = benches[name]()
         finally:
             server.stop()
+            stub.stop()
         if "throughput_8_clients" in chosen:
             results["floor"] = measure_floor(sandbox, repeat, args.quick)
         if args.baseline:

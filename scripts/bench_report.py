@@ -129,6 +129,9 @@ COLD_ROWS = {  # the cold paths, measured in fresh processes with the 1 MB manif
     "new_tenant_first_list": "a new tenant's ``initialize`` → first ``tools/list``, hosted, fresh process",
     "stdio_first_list": "stdio: spawn → ``initialize`` → first ``tools/list`` (the manifest saved by an earlier start)",
     "stdio_first_list_unsaved": "stdio: the same at a first start (nothing saved)",
+    "new_tenant_first_list_stub": "the new tenant's, on a gateway with the manifest ready (``stub_gateway.py``)",
+    "stdio_first_list_stub": "stdio, the manifest saved, on that gateway",
+    "stdio_first_list_unsaved_stub": "stdio at a first start, on that gateway",
 }
 
 

@@ -1,0 +1,95 @@
+"""A keep-alive gateway stub for ``bench.py``'s cold rows: a manifest served as one page from memory.
+
+The sandbox gateway makes each page of a manifest when asked (about 17 ms per 100 entries here, in
+a Python process on the same cores), and a server that overlaps its own work with that wait gains
+by it. A gateway with its manifest ready, or a stub like the ones the cold paths were first
+measured on, answers at once: then a first tool list costs what the server does, and nothing
+hides it. :class:`StubGateway` is that gateway: the sandbox's manifest read once, all its entries
+in one page, gzipped when asked, ``304`` to its ETag. It checks no key (any key is one it knows),
+and answers nothing else but the sandbox's key registration, which it accepts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import requests
+
+from colabhive_mcp.sandbox import API_PREFIX, DEMO_KEY
+
+MANIFEST = API_PREFIX + "/mcp/manifest"
+
+
+class StubGateway:
+    """The stub on a free loopback port: ``root_url`` and ``url`` (with the API prefix), as a ``Sandbox`` has."""
+
+    def __init__(self, entries: list[dict[str, Any]]) -> None:
+        body = json.dumps({"tools": entries, "nextCursor": None}, separators=(",", ":")).encode()
+        self.etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+        self.body, self.gzipped = body, gzip.compress(body, 6)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self.root_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.url = self.root_url + API_PREFIX
+        threading.Thread(target=self._server.serve_forever, name="stub-gateway", daemon=True).start()
+
+    @classmethod
+    def of(cls, sandbox: Any) -> StubGateway:
+        """A stub serving the manifest ``sandbox`` shows its demo key, every page of it."""
+        entries, cursor = [], None
+        while True:
+            page = requests.get(sandbox.url + "/mcp/manifest", params={"cursor": cursor} if cursor else None,
+                                headers={"X-API-Key": DEMO_KEY}, timeout=30)
+            page.raise_for_status()
+            entries += page.json()["tools"]
+            cursor = page.json().get("nextCursor")
+            if not cursor:
+                return cls(entries)
+
+    def __enter__(self) -> StubGateway:
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _handler(stub: StubGateway) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keeps connections alive, as a gateway does
+
+        def do_GET(self) -> None:
+            if self.path.partition("?")[0] != MANIFEST:
+                self._answer(404, b'{"detail": "the stub serves the manifest only"}')
+            elif self.headers.get("If-None-Match") == stub.etag:
+                self._answer(304, b"")
+            elif "gzip" in self.headers.get("Accept-Encoding", ""):
+                self._answer(200, stub.gzipped, {"Content-Encoding": "gzip"})
+            else:
+                self._answer(200, stub.body)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            registered = self.path == "/_sandbox/keys"  # ``bench.new_key``: every key is known here
+            self._answer(200 if registered else 404, b"{}" if registered else b'{"detail": "no such route"}')
+
+        def _answer(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+            self.send_response(status)
+            for name, value in {"Content-Type": "application/json", "ETag": stub.etag, **(headers or {})}.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: Any) -> None:  # nothing on the bench's output
+            pass
+
+    return Handler
