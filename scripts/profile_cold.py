@@ -2,6 +2,7 @@
 
     python scripts/profile_cold.py                 # both paths; the top 25 functions of each
     python scripts/profile_cold.py --path stdio --top 40 --sort tottime --save stdio.prof
+    python scripts/profile_cold.py --path hosted --stub   # on a gateway with the manifest ready as one page
 
 The cold paths of ``bench.py``: a new tenant's ``initialize`` → first ``tools/list`` in a fresh
 hosted server warmed with keyless requests (``new_tenant_first_list``; one worker, so both requests
@@ -30,8 +31,9 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import ROOT, Sandbox, add_big_manifest, first_list, installed_bytecode, new_key, warm_without_key  # noqa: E402
+from bench import ROOT, Sandbox, Upstream, add_big_manifest, first_list, installed_bytecode, new_key, warm_without_key  # noqa: E402
 from profile import by_package  # noqa: E402
+from stub_gateway import StubGateway  # noqa: E402
 from colabhive_mcp.cli.demo import StdioPeer  # noqa: E402
 from colabhive_mcp.sandbox import DEMO_KEY  # noqa: E402
 from tests.http_server import HttpServer  # noqa: E402
@@ -94,7 +96,7 @@ raise SystemExit(main(sys.argv[2:]))
 """
 
 
-def hosted(sandbox: Sandbox, directory: Path) -> pstats.Stats:
+def hosted(sandbox: Upstream, directory: Path) -> pstats.Stats:
     conf = directory / "gunicorn.conf.py"
     conf.write_text(HOSTED_CONF)
     server = HttpServer(sandbox.url, env={"COLABHIVE_HTTP_WORKERS": "1", "PROFILE_DIR": str(directory)},
@@ -113,7 +115,7 @@ def hosted(sandbox: Sandbox, directory: Path) -> pstats.Stats:
     return _stats(directory.glob("*.prof"))
 
 
-def stdio(sandbox: Sandbox, directory: Path, saved: bool = False) -> pstats.Stats:
+def stdio(sandbox: Upstream, directory: Path, saved: bool = False) -> pstats.Stats:
     """``saved``: start with the manifest an earlier start saved (a first start, unprofiled, saves it)."""
     out = directory / "stdio.prof"
     argv = [sys.executable, "-c", STDIO_MAIN, str(out), "stdio", "--api-url", sandbox.url, "--log-level", "error"]
@@ -157,16 +159,19 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--sort", default="cumtime", choices=["tottime", "cumtime"])
     parser.add_argument("--save", metavar="FILE", help="also write each merged profile (FILE.hosted, FILE.stdio)")
+    parser.add_argument("--stub", action="store_true", help="on a gateway with the manifest ready as one page "
+                        "(stub_gateway.py), not on the sandbox")
     args = parser.parse_args()
     os.chdir(ROOT)
     installed_bytecode()
     with Sandbox(page_size=100, cold_start_s=2) as sandbox, tempfile.TemporaryDirectory() as directory:
         add_big_manifest(sandbox)
+        gateway: Upstream = StubGateway.of(sandbox) if args.stub else sandbox
         for name, run in (("hosted", hosted), ("stdio", stdio), ("stdio-saved", partial(stdio, saved=True))):
             if args.path == name or (args.path == "both" and name != "stdio-saved"):
                 place = Path(directory) / name
                 place.mkdir()
-                report(name, run(sandbox, place), args.top, args.sort, args.save and f"{args.save}.{name}")
+                report(name, run(gateway, place), args.top, args.sort, args.save and f"{args.save}.{name}")
     return 0
 
 
