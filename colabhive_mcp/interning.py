@@ -41,8 +41,16 @@ def entry(value: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def built(key: Hashable, build: Callable[[], Any]) -> Any:
-    """The one object built for ``key`` (built at most once while it is remembered)."""
-    return _one(_built, key, build)
+    """The one object built for ``key`` while it is remembered. Two threads that want it at once may
+    both build it (a definition or an encoding of one entry: tens of microseconds) and both get the one
+    kept first: making them wait for one build, as :func:`held` does, costs more than building."""
+    with _lock:
+        found = _built.get(key)
+    if found is None:
+        found = build()
+        with _lock:
+            found = _built.setdefault(key, found)
+    return found
 
 
 def held(key: Hashable, build: Callable[[], Any]) -> Any:
