@@ -16,13 +16,15 @@ upstream polls per call, and the instance's peak threads and RSS (its process tr
 Beside each call's time as its client saw it (``ok_s``) it reports the server's own (``server_s``,
 from its ``mcp.tool.invoked`` log lines: from the call's start, its tenant ready, to its result):
 on a small machine the load generator and the sandbox gateway, one process each and so one core
-each at most, delay the calls too. Exit status 1 unless every call succeeded within ``--seconds``
+each at most, delay the calls too. ``server_started_s`` says how long after the first call the
+others reached the server (the load generator sends them one after another). Exit status 1 unless every call succeeded within ``--seconds``
 + 10 s (as its client saw it), every probe answered within 1 s and the RSS stayed under 1 GB.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -149,19 +151,30 @@ def run(calls: int, keys: int, seconds: float, addresses: int = 1) -> dict:
         finally:
             server.stop()
     took = sorted(t for outcome, t in outcomes if outcome == "ok")
-    served = sorted(e["latency_ms"] / 1000 for e in log_events("\n".join(server.lines), "mcp.tool.invoked"))
+    events = log_events("\n".join(server.lines), "mcp.tool.invoked")
+    served = sorted(e["latency_ms"] / 1000 for e in events)
+    starts = call_starts(events)
     probe_times = [t for _, t in watch.probes]
     return {
         "calls": calls, "keys": keys, "addresses": addresses, "job_s": seconds, "wall_s": round(wall, 1),
         "outcomes": dict(Counter(outcome for outcome, _ in outcomes)),
         "ok_s": {"p50": round(statistics.median(took), 2), "max": round(took[-1], 2)} if took else None,
         "server_s": {"p50": round(statistics.median(served), 2), "max": round(served[-1], 2)} if served else None,
+        "server_started_s": {"p50": round(statistics.median(starts), 2), "max": round(starts[-1], 2)} if starts else None,
         "probes": {"count": len(probe_times), "failed": sum(1 for ok, _ in watch.probes if not ok),
                    "max_s": round(max(probe_times), 3) if probe_times else None},
         "polls_per_call": round(polls / max(calls, 1), 1),
         "idle": {"threads": idle_threads, "rss_mb": idle_rss},
         "peak": {"threads": watch.peak_threads, "rss_mb": watch.peak_rss},
     }
+
+
+def call_starts(events: list[dict]) -> list[float]:
+    """When each call started as the server saw it (its log record's time less its latency), in seconds
+    after the first: how long the calls took to reach the server, which ``ok_s`` counts and ``server_s``
+    does not (one load generator sends them all on one interpreter lock)."""
+    starts = sorted(datetime.datetime.fromisoformat(e["ts"]).timestamp() - e["latency_ms"] / 1000 for e in events)
+    return [round(start - starts[0], 3) for start in starts]
 
 
 def main() -> int:
