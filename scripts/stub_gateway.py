@@ -7,13 +7,19 @@ measured on, answers at once: then a first tool list costs what the server does,
 hides it. :class:`StubGateway` is that gateway: the sandbox's manifest read once, all its entries
 in one page, gzipped when asked, ``304`` to its ETag. It checks no key (any key is one it knows),
 and answers nothing else but the sandbox's key registration, which it accepts.
+
+    python scripts/stub_gateway.py [--port N]   # the bench's 1 MB manifest, until Ctrl-C
+
+prints the URL to give a server (``--api-url``; the older release takes the part before ``/api``).
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import hashlib
 import json
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -28,18 +34,18 @@ MANIFEST = API_PREFIX + "/mcp/manifest"
 class StubGateway:
     """The stub on a free loopback port: ``root_url`` and ``url`` (with the API prefix), as a ``Sandbox`` has."""
 
-    def __init__(self, entries: list[dict[str, Any]]) -> None:
+    def __init__(self, entries: list[dict[str, Any]], port: int = 0) -> None:
         body = json.dumps({"tools": entries, "nextCursor": None}, separators=(",", ":")).encode()
         self.etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
         self.body, self.gzipped = body, gzip.compress(body, 6)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self._server.daemon_threads = True
         self.root_url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self.url = self.root_url + API_PREFIX
         threading.Thread(target=self._server.serve_forever, name="stub-gateway", daemon=True).start()
 
     @classmethod
-    def of(cls, sandbox: Any) -> StubGateway:
+    def of(cls, sandbox: Any, port: int = 0) -> StubGateway:
         """A stub serving the manifest ``sandbox`` shows its demo key, every page of it."""
         entries, cursor = [], None
         while True:
@@ -49,7 +55,7 @@ class StubGateway:
             entries += page.json()["tools"]
             cursor = page.json().get("nextCursor")
             if not cursor:
-                return cls(entries)
+                return cls(entries, port)
 
     def __enter__(self) -> StubGateway:
         return self
@@ -93,3 +99,24 @@ def _handler(stub: StubGateway) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0, help="the port to listen on (default: a free one)")
+    args = parser.parse_args()
+    from bench import Sandbox, add_big_manifest  # (bench.py imports this module)
+
+    with Sandbox(page_size=100, cold_start_s=2) as sandbox:
+        add_big_manifest(sandbox)
+        stub = StubGateway.of(sandbox, args.port)
+    print(f"{stub.url}  ({len(stub.body) / 1e6:.2f} MB, ETag {stub.etag}); Ctrl-C stops it", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        stub.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
