@@ -6,8 +6,9 @@ stops waiting at once when the cancel event is set, and gives up waiting after `
 Whether the upstream work stops too is the caller's decision (:func:`cancel_upstream`): a host
 that gave up waiting is not a user who asked to stop.
 
-The backoff spares the gateway, but a call whose work ends just after a poll would learn of it up
-to ``poll_max_interval`` later. When the work reports how far it is, the loop reckons when it should
+The backoff spares the gateway, but a call whose work ends just after a poll learns of it at the
+next one: up to ``poll_max_interval`` later, and no later than a quarter of the time it has waited
+(:meth:`Backoff.within`). When the work reports how far it is, the loop reckons when it should
 end (:class:`Pace`) and polls then, if that is sooner than the backoff would: never sooner than the
 gateway's ``Retry-After``, and at most :data:`EARLY_POLLS` times per call, so that progress which
 misjudges itself costs two polls, not a poll per second.
@@ -46,18 +47,29 @@ Update = Invocation | Submitted  # what a progress listener hears: each change o
 
 @dataclass(frozen=True)
 class Backoff:
-    """Exponential poll intervals with jitter, from ``initial`` up to ``maximum`` seconds."""
+    """Exponential poll intervals with jitter, from ``initial`` up to ``maximum`` seconds, and none longer
+    than a ``share`` of the time waited so far (:meth:`within`)."""
 
     initial: float = 0.25
     maximum: float = 5.0
     factor: float = 1.6
     jitter: float = 0.2  # calls that started together soon poll apart
+    share: float = 0.25
 
     def delays(self) -> Iterator[float]:
         delay = self.initial
         while True:
-            yield delay * random.uniform(1 - self.jitter, 1 + self.jitter)
+            yield self._jittered(delay)
             delay = min(self.maximum, delay * self.factor)
+
+    def within(self, delay: float, waited: float) -> float:
+        """``delay``, cut to ``share`` of the ``waited`` seconds (at least ``initial``): work that ends just
+        after a poll is found done a quarter of its time late at most, not ``maximum`` late (a 15 s job: 4 s
+        at most rather than 6, for two polls more)."""
+        return min(delay, self._jittered(max(self.initial, self.share * waited)))
+
+    def _jittered(self, delay: float) -> float:
+        return delay * random.uniform(1 - self.jitter, 1 + self.jitter)
 
     def spread(self, hint: float) -> float:
         """The gateway's ``Retry-After``, spread upward: calls told the same do not come back at once."""
@@ -160,7 +172,7 @@ def follow(gateway: Gateway, invocation: Invocation, *, cancelled: threading.Eve
         if remaining <= 0:
             return Outcome("pending" if answered else "unknown", invocation, polls)
         hinted = backoff.spread(retry_after) if retry_after else 0.0
-        delay = min(max(next(delays), hinted), remaining)
+        delay = min(max(backoff.within(next(delays), now - started), hinted), remaining)
         left = pace.left(now) if answered and early < EARLY_POLLS else None  # a gateway failing is not asked sooner
         if left is not None and (sooner := max(left + EARLY_SLACK_S, hinted, backoff.initial)) < delay:
             delay, early = sooner, early + 1  # the work should end before the backoff's next poll

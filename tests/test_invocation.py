@@ -244,12 +244,21 @@ def waited(seconds, claims, fails_after=None):
 
 
 def test_work_that_reports_progress_is_polled_when_it_should_end_not_at_the_next_backoff():
-    """A 20 s job found done 1.7 s late by the backoff (its interval is 5 s by then) is found done on
-    time when it says how far it is, with no more polls."""
-    late, polls, _ = waited(20, lambda elapsed, seconds: None)
-    assert late > 1.5
-    on_time, polls_on_time, _ = waited(20, lambda elapsed, seconds: elapsed / seconds)
+    """A 31 s job, which ends just after a poll, is found done 4.3 s late by the backoff (its interval is
+    5 s by then), and on time when it says how far it is, with no more polls."""
+    late, polls, _ = waited(31, lambda elapsed, seconds: None)
+    assert late > 4
+    on_time, polls_on_time, _ = waited(31, lambda elapsed, seconds: elapsed / seconds)
     assert on_time <= 0.5 and polls_on_time <= polls
+
+
+def test_work_that_says_nothing_is_found_done_at_most_a_quarter_of_its_time_late():
+    """However a job's end falls between polls, it is found done within a quarter of its time (never
+    sooner than Retry-After allows, 1 s here; never more than the longest interval, 5 s): a 7.75 s job
+    at most 1.9 s late, where the growing backoff alone was 4 s late."""
+    for seconds in [quarters / 4 for quarters in range(8, 161)]:  # 2 to 40 s
+        late, _, _ = waited(seconds, lambda elapsed, seconds: None)
+        assert late <= max(1.0, min(5.0, seconds / 4)) + 1e-9, (seconds, late)
 
 
 def test_progress_that_misjudges_the_end_costs_at_most_two_early_polls():
