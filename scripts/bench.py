@@ -650,7 +650,7 @@ def measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     with Sandbox(page_size=100, cold_start_s=2) as sandbox:
         add_big_manifest(sandbox)
-        stub = StubGateway.of(sandbox)  # the same manifest, as one page ready in memory
+        stub = StubGateway.of(sandbox.url)  # the same manifest, as one page ready in memory
         server = HttpServer(sandbox.url, tuned=False)  # its default settings
         benches: dict[str, Callable[[], Any]] = {
             "stdio_startup_ms": lambda: bench_stdio_startup(2 if args.quick else 10),

@@ -166,7 +166,7 @@ def main() -> int:
     installed_bytecode()
     with Sandbox(page_size=100, cold_start_s=2) as sandbox, tempfile.TemporaryDirectory() as directory:
         add_big_manifest(sandbox)
-        gateway: Upstream = StubGateway.of(sandbox) if args.stub else sandbox
+        gateway: Upstream = StubGateway.of(sandbox.url) if args.stub else sandbox
         for name, run in (("hosted", hosted), ("stdio", stdio), ("stdio-saved", partial(stdio, saved=True))):
             if args.path == name or (args.path == "both" and name != "stdio-saved"):
                 place = Path(directory) / name

@@ -196,12 +196,13 @@ def test_a_heartbeat_keeps_reporting_when_nothing_changes():
 
 
 class Job:
-    """A gateway running one job of ``seconds`` on a fake clock, with ``Retry-After: 1``. Its progress
-    says how much is done (``claims``: the fraction it says at a given elapsed time; ``None``: it
-    says nothing)."""
+    """A gateway running one job of ``seconds`` on a fake clock, with ``Retry-After: 1`` (or
+    ``retry_after``; ``None``: none). Its progress says how much is done (``claims``: the fraction it
+    says at a given elapsed time; ``None``: it says nothing)."""
 
-    def __init__(self, clock, seconds, claims, fails_after=None):
+    def __init__(self, clock, seconds, claims, fails_after=None, retry_after=1.0):
         self.clock, self.seconds, self.claims, self.fails_after = clock, seconds, claims, fails_after
+        self.retry_after = retry_after
         self.started, self.polls, self.at, self.failed = clock.now, 0, [], []
 
     def get_invocation(self, invocation_id, timeout=None):
@@ -214,7 +215,8 @@ class Job:
         if elapsed >= self.seconds:
             return inv("succeeded", result="done"), None
         claimed = self.claims(elapsed, self.seconds)
-        return inv("running", **({} if claimed is None else {"progress": {"progress": claimed, "total": 1}})), 1.0
+        return (inv("running", **({} if claimed is None else {"progress": {"progress": claimed, "total": 1}})),
+                self.retry_after)
 
 
 class Sleeper:
@@ -231,15 +233,15 @@ class Sleeper:
         return False
 
 
-def waited(seconds, claims, fails_after=None):
-    """How late a followed job of ``seconds`` was found done, and the polls it took (default backoff, no
-    jitter); every poll came at least ``Retry-After`` (1 s) after an answered one."""
+def waited(seconds, claims, fails_after=None, backoff=Backoff(jitter=0.0), retry_after=1.0):
+    """How late a followed job of ``seconds`` was found done, and the polls it took (by default the default
+    backoff without jitter); every poll came at least ``Retry-After`` after an answered one."""
     clock = FakeClock()
-    job = Job(clock, seconds, claims, fails_after)
-    outcome = follow(job, inv("running"), cancelled=Sleeper(clock), clock=clock, backoff=Backoff(jitter=0.0))
+    job = Job(clock, seconds, claims, fails_after, retry_after)
+    outcome = follow(job, inv("running"), cancelled=Sleeper(clock), clock=clock, backoff=backoff)
     assert outcome.state == "done"
     answered = [at for at in job.at if at not in job.failed]
-    assert all(later - at >= 1.0 for at, later in zip(job.at, job.at[1:]) if at in answered), job.at
+    assert all(later - at >= (retry_after or 0) for at, later in zip(job.at, job.at[1:]) if at in answered), job.at
     return clock.now - job.started - seconds, job.polls, job
 
 
@@ -255,10 +257,24 @@ def test_work_that_reports_progress_is_polled_when_it_should_end_not_at_the_next
 def test_work_that_says_nothing_is_found_done_at_most_a_quarter_of_its_time_late():
     """However a job's end falls between polls, it is found done within a quarter of its time (never
     sooner than Retry-After allows, 1 s here; never more than the longest interval, 5 s): a 7.75 s job
-    at most 1.9 s late, where the growing backoff alone was 4 s late."""
+    at most 1.9 s late, where the growing backoff alone was 4 s late. With jitter too (Retry-After is
+    spread up to 1.2 s, the longest interval to 6 s), which never stretches the quarter."""
     for seconds in [quarters / 4 for quarters in range(8, 161)]:  # 2 to 40 s
         late, _, _ = waited(seconds, lambda elapsed, seconds: None)
         assert late <= max(1.0, min(5.0, seconds / 4)) + 1e-9, (seconds, late)
+        for _ in range(5):
+            late, _, _ = waited(seconds, lambda elapsed, seconds: None, backoff=Backoff())
+            assert late <= max(1.2, min(6.0, seconds / 4)) + 1e-9, (seconds, late)
+
+
+def test_a_gateway_without_retry_after_is_polled_as_the_backoff_says_until_a_quarter_is_longer():
+    """With no Retry-After, the first polls follow the backoff (two in the first second), and the
+    quarter of the time waited cuts intervals only once it is past a second: a 15 s job takes 12 polls
+    (8 by the backoff alone), a 60 s job 21 (17)."""
+    _, polls, job = waited(15, lambda elapsed, seconds: None, retry_after=None)
+    assert sum(1 for at in job.at if at < 1.0) == 2 and polls == 12
+    late, polls, _ = waited(60, lambda elapsed, seconds: None, retry_after=None)
+    assert polls == 21 and late <= 5.0
 
 
 def test_progress_that_misjudges_the_end_costs_at_most_two_early_polls():
