@@ -17,7 +17,7 @@ Beside each call's time as its client saw it (``ok_s``) it reports the server's 
 from its ``mcp.tool.invoked`` log lines: from the call's start, its tenant ready, to its result):
 on a small machine the load generator and the sandbox gateway, one process each and so one core
 each at most, delay the calls too. ``server_started_s`` says how long after the first call the
-others reached the server (the load generator sends them one after another). Exit status 1 unless every call succeeded within ``--seconds``
+others began there (the load generator sends them one after another). Exit status 1 unless every call succeeded within ``--seconds``
 + 10 s (as its client saw it), every probe answered within 1 s and the RSS stayed under 1 GB.
 """
 
@@ -170,9 +170,9 @@ def run(calls: int, keys: int, seconds: float, addresses: int = 1) -> dict:
 
 
 def call_starts(events: list[dict]) -> list[float]:
-    """When each call started as the server saw it (its log record's time less its latency), in seconds
-    after the first: how long the calls took to reach the server, which ``ok_s`` counts and ``server_s``
-    does not (one load generator sends them all on one interpreter lock)."""
+    """When each call's ``server_s`` began, its key's tenant ready (its log record's time less its latency),
+    in seconds after the first one's: how long the calls took to reach the server and be admitted, which
+    ``ok_s`` counts and ``server_s`` does not (one load generator sends them all on one interpreter lock)."""
     starts = sorted(datetime.datetime.fromisoformat(e["ts"]).timestamp() - e["latency_ms"] / 1000 for e in events)
     return [round(start - starts[0], 3) for start in starts]
 
