@@ -64,13 +64,14 @@ class Backoff:
             delay = min(self.maximum, delay * self.factor)
 
     def within(self, delay: float, waited: float) -> float:
-        """``delay``, cut to ``share`` of the ``waited`` seconds, or to ``share_floor``, whichever is longer
-        (jittered downward only: a bound). Work that ends just after a poll is found done a quarter of its
+        """``delay``, cut to ``share`` of the ``waited`` seconds, or to ``share_floor`` or ``initial``, whichever
+        is longest (jittered downward only: a bound). Work that ends just after a poll is found done a quarter of its
         time late at most (never sooner than ``Retry-After`` allows), rather than up to ``maximum`` (a 15 s job
         3.4 s late at most rather than 6). It costs polls: for a 15 s job 11 rather than 8 with the
         sandbox's ``Retry-After: 1``, 13 rather than 8 with no ``Retry-After``; for a 60 s job 21 or 22
         rather than 17; for 300 s 69 or 70 rather than 65."""
-        return min(delay, max(self.share_floor, self.share * waited) * random.uniform(1 - self.jitter, 1))
+        cut = max(self.initial, self.share_floor, self.share * waited)
+        return min(delay, cut * random.uniform(1 - self.jitter, 1))
 
     def spread(self, hint: float) -> float:
         """The gateway's ``Retry-After``, spread upward: calls told the same do not come back at once."""

@@ -277,6 +277,12 @@ def test_a_gateway_without_retry_after_is_polled_as_the_backoff_says_until_a_qua
     assert polls == 21 and late <= 5.0
 
 
+def test_the_quarter_never_polls_sooner_than_the_first_interval_set():
+    """``poll_initial`` of 2 s: the quarter of the time waited never brings a poll sooner than that."""
+    _, _, job = waited(20, lambda elapsed, seconds: None, retry_after=None, backoff=Backoff(initial=2.0, jitter=0.0))
+    assert job.at[0] == 2.0 and all(later - at >= 2.0 for at, later in zip(job.at, job.at[1:])), job.at
+
+
 def test_progress_that_misjudges_the_end_costs_at_most_two_early_polls():
     """Progress that runs ahead (it says the 60 s job is 99 % done after 20 s) brings two polls
     forward, then the backoff has its way again."""
