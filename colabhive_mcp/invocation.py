@@ -8,10 +8,11 @@ that gave up waiting is not a user who asked to stop.
 
 The backoff spares the gateway, but a call whose work ends just after a poll learns of it at the
 next one: up to ``poll_max_interval`` later, and no later than a quarter of the time it has waited
-(or a second, or the gateway's ``Retry-After``: :meth:`Backoff.within`). When the work reports how far it is, the loop reckons when it should
-end (:class:`Pace`) and polls then, if that is sooner than the backoff would: never sooner than the
-gateway's ``Retry-After``, and at most :data:`EARLY_POLLS` times per call, so that progress which
-misjudges itself costs two polls, not a poll per second.
+(or a second, or the gateway's ``Retry-After``: :meth:`Backoff.within`). When the work reports how
+far it is, the loop reckons when it should end (:class:`Pace`) and polls then, if that is sooner
+than the backoff would: never sooner than the gateway's ``Retry-After``, and at most
+:data:`EARLY_POLLS` times per call, so that progress which misjudges itself costs two polls, not a
+poll per second.
 """
 
 from __future__ import annotations
@@ -64,12 +65,12 @@ class Backoff:
             delay = min(self.maximum, delay * self.factor)
 
     def within(self, delay: float, waited: float) -> float:
-        """``delay``, cut to ``share`` of the ``waited`` seconds, or to ``share_floor`` or ``initial``, whichever
-        is longest (jittered downward only: a bound). Work that ends just after a poll is found done a quarter of its
-        time late at most (never sooner than ``Retry-After`` allows), rather than up to ``maximum`` (a 15 s job
-        3.4 s late at most rather than 6). It costs polls: for a 15 s job 11 rather than 8 with the
-        sandbox's ``Retry-After: 1``, 13 rather than 8 with no ``Retry-After``; for a 60 s job 21 or 22
-        rather than 17; for 300 s 69 or 70 rather than 65."""
+        """``delay``, cut to ``share`` of the ``waited`` seconds, or to ``share_floor`` or ``initial``,
+        whichever is longest (jittered downward only: a bound). Work that ends just after a poll is found
+        done a quarter of its time late at most (or ``Retry-After``, if longer), rather than up to
+        ``maximum`` (a 15 s job 3.4 s late at most rather than 6). It costs polls: for a 15 s job 11
+        rather than 8 with the sandbox's ``Retry-After: 1``, 12 or 13 rather than 8 with none; for a
+        60 s job 21 or 22 rather than 17; for 300 s 69 or 70 rather than 65."""
         cut = max(self.initial, self.share_floor, self.share * waited)
         return min(delay, cut * random.uniform(1 - self.jitter, 1))
 
