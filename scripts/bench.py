@@ -11,9 +11,8 @@ Starts the sandbox gateway in a process of its own (with a 300-tool, ~1 MB manif
 servers with their default settings, measures, and prints a table and JSON. The cold paths (a
 first tool list) are measured on the sandbox and again on a gateway stub with the same manifest
 ready in memory as one page (``stub_gateway.py``), where nothing of the server's work hides behind
-the gateway's. Next to each latency it
-counts the server's CPU per call (user + system time of its process tree, from /proc), which a busy
-machine disturbs far less than it disturbs latencies. The comparisons with the direct gateway call run
+the gateway's. Next to each latency it counts the server's CPU per call (user + system time of its
+process tree, from /proc), which a busy machine disturbs far less than it disturbs latencies. The comparisons with the direct gateway call run
 ``--repeat`` times: the table shows the median run and every run's headline figure (the spread).
 Figures, not tests: they depend on the machine. The JSON records the settings the servers ran
 with and the machine; ``--table`` renders the performance table of docs/performance.rst from it, and a figure

@@ -17,8 +17,9 @@ Beside each call's time as its client saw it (``ok_s``) it reports the server's 
 from its ``mcp.tool.invoked`` log lines: from the call's start, its tenant ready, to its result):
 on a small machine the load generator and the sandbox gateway, one process each and so one core
 each at most, delay the calls too. ``server_started_s`` says how long after the first call the
-others began there (the load generator sends them one after another). Exit status 1 unless every call succeeded within ``--seconds``
-+ 10 s (as its client saw it), every probe answered within 1 s and the RSS stayed under 1 GB.
+others began there (the load generator sends them one after another). Exit status 1 unless every
+call succeeded within ``--seconds`` + 10 s (as its client saw it), every probe answered within 1 s
+and the RSS stayed under 1 GB.
 """
 
 from __future__ import annotations

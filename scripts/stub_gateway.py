@@ -23,9 +23,8 @@ import json
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 import requests
 
