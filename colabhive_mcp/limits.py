@@ -18,7 +18,7 @@ from typing import Iterator
 from .errors import LIMIT_REACHED, ColabHiveError
 from .config import Config
 from .keys import KeyRejected
-from .state import InstanceStore
+from .state import InstanceStore, per_minute_wait
 from .memory_store import MemoryStore
 
 CALLS, STARTED, HELD, COLD, REFUSED = "calls", "started", "held", "cold", "refused-keys"
@@ -80,8 +80,8 @@ class Limits:
         with self._place(CALLS, digest, limit, LimitReached(
                 f"This API key already has {limit} ColabHive calls running (the limit is {limit}); try again "
                 "when one finishes.", BUSY_RETRY_S)):
-            if per_minute and self.store.reserve(STARTED, digest, per_minute, 60.0) is None:
-                wait = self.store.next_free(STARTED, digest)
+            wait = per_minute_wait(self.store, STARTED, digest, per_minute)
+            if wait is not None:
                 raise LimitReached(f"This API key started {per_minute} ColabHive calls in the last minute (the "
                                    f"limit); try again in {wait:.0f} s.", wait)
             yield
@@ -118,9 +118,10 @@ class Limits:
                     raise LimitReached(f"{who[:1].upper()}{who[1:]} sent {limit} API keys that ColabHive rejected in "
                                        f"the last minute (the limit); try again in {wait:.0f} s with a valid key.",
                                        wait, 429)
-            if per_minute and self.store.reserve(COLD, "instance", per_minute, 60.0) is None:
+            cold_wait = per_minute_wait(self.store, COLD, "instance", per_minute)
+            if cold_wait is not None:
                 raise LimitReached("This server is checking too many new API keys right now; try again shortly.",
-                                   self.store.next_free(COLD, "instance"))
+                                   cold_wait)
             try:
                 yield
             except KeyRejected:

@@ -74,3 +74,12 @@ class Counts(Protocol):
     def release(self, space: str, key: str) -> None: ...
 
     def close(self) -> None: ...
+
+
+def per_minute_wait(store: InstanceStore, space: str, key: str, limit: int) -> float | None:
+    """Count one more under ``key``, if fewer than ``limit`` were counted in the last minute (a
+    ``limit`` of 0 counts nothing and refuses nothing): ``None`` when it is counted, else the
+    seconds until the first of them leaves the minute."""
+    if not limit or store.reserve(space, key, limit, 60.0) is not None:
+        return None
+    return store.next_free(space, key)

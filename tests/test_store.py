@@ -10,7 +10,7 @@ import pytest
 
 from colabhive_mcp import expiries
 from colabhive_mcp.config import ConfigError
-from colabhive_mcp.state import InstanceStore
+from colabhive_mcp.state import InstanceStore, per_minute_wait
 from colabhive_mcp.store import MemoryStore, SqliteStore, open_store
 
 from .clock import FakeClock
@@ -142,6 +142,17 @@ def test_reservations_are_limited_unreserved_and_expire(store, clock):
     assert store.next_free("calls", "key") == 10 and store.reserve("calls", "key", 2, ttl=60) is None
     clock.advance(10)  # the second place expires
     assert store.reserve("calls", "key", 2, ttl=60)
+
+
+def test_a_per_minute_limit_counts_until_it_is_full_then_says_how_long_to_wait(store, clock):
+    assert [per_minute_wait(store, "started", "key", 2) for _ in range(2)] == [None, None]
+    clock.advance(15)
+    assert per_minute_wait(store, "started", "key", 2) == 45  # until the first leaves the minute
+    assert per_minute_wait(store, "started", "other key", 2) is None
+    clock.advance(45)
+    assert per_minute_wait(store, "started", "key", 2) is None
+    assert all(per_minute_wait(store, "started", "unlimited", 0) is None for _ in range(100))
+    assert store.next_free("started", "unlimited") == 0  # a limit of 0 counts nothing
 
 
 def _hold(path, count, ready):

@@ -31,6 +31,7 @@ from ...oauth.consent import Consent, Redirected, error_page, page, security_hea
 from ...oauth.grants import Grant
 from ...oauth.metadata import (AUTHORIZATION_SERVER_METADATA_PATH, AUTHORIZE_PATH, REGISTER_PATH,
                                RESOURCE_METADATA_PATH, TOKEN_PATH)
+from ...state import per_minute_wait
 from .incoming import HttpRequest
 from .tenancy import Tenancy
 from .wire import JSON, Answer, body, client_address, not_allowed
@@ -106,11 +107,11 @@ class OAuthRoutes:
         """``POST /authorize``: the user's answer; a code only for a key the gateway accepts."""
         address = client_address(request)
         limit = self.config.oauth_consents_per_minute
-        if limit and self.store.reserve(CONSENTS, address, limit, 60.0) is None:
+        wait = per_minute_wait(self.store, CONSENTS, address, limit)
+        if wait is not None:
             refused(OAuthError("rate_limited", "too many consent forms from one address"))
             return _refusal_page(OAuthError("temporarily_unavailable", f"More than {limit} attempts from your address "
-                                            "in a minute: wait a minute, then try again.", 429,
-                                            max(1, round(self.store.next_free(CONSENTS, address)))))
+                                            "in a minute: wait a minute, then try again.", 429, max(1, round(wait))))
         form = _form(request)
         try:
             wanted = self.consent.submitted(form.get("request"))
