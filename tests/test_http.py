@@ -626,6 +626,10 @@ def test_cors_only_for_configured_origins_and_keys_never_leak(gateway_sandbox):
                                                           "Access-Control-Request-Method": "POST"}, timeout=10)
         assert preflight.status_code == 204 and "Mcp-Session-Id" in preflight.headers["Access-Control-Allow-Headers"]
         assert requests.options(server.url, headers={"Origin": "https://evil.example"}, timeout=10).status_code == 403
+        for unreadable in ("http://[::1", "http://[zz]"):  # no host a URL parser reads: refused, not a 500
+            assert requests.options(server.url, headers={"Origin": unreadable}, timeout=10).status_code == 403
+            refused = post(server.url, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, key=DEMO_KEY, Origin=unreadable)
+            assert refused.status_code == 403 and refused.json()["error"]["message"] == "Origin not allowed"
         allowed = post(server.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "web", "version": "1"}}},
             key=secret, Origin="https://app.example.com")

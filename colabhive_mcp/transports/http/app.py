@@ -130,7 +130,7 @@ class McpApp:
         origin = request.headers.get("Origin")
         if self.oauth is not None and self.oauth.is_public(request.path.rstrip("/")):
             return  # metadata, token and registration: no ambient credential, any origin may ask
-        if origin and origin.rstrip("/") not in self.origins and hostname(urlsplit(origin).netloc) not in self.hosts:
+        if origin and origin.rstrip("/") not in self.origins and _origin_host(origin) not in self.hosts:
             raise HttpError(403, jsonrpc.INVALID_REQUEST, "Origin not allowed")
 
     def _preflight(self, request: HttpRequest) -> Answer:
@@ -183,3 +183,12 @@ def create_app(config: Config | None = None) -> McpApp:
         configure(config.log_level, config.log_format, file=config.log_file)
         tracing.configure()  # in each worker: an exporter's thread does not survive a fork
     return McpApp(config)
+
+
+def _origin_host(origin: str) -> str | None:
+    """The host an ``Origin`` header names; ``None`` when no URL parser would read one in it
+    (``http://[::1``: not allowed, like any origin that is not served here)."""
+    try:
+        return hostname(urlsplit(origin).netloc)
+    except ValueError:
+        return None
