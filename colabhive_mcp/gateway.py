@@ -76,6 +76,7 @@ class Gateway:
         self.rejection: KeyRejected | None = None  # the gateway's refusal of the key, while it is its last word
         self._refused_at = -float("inf")  # when (time.perf_counter()) it was kept
         self._refusal_lock = threading.Lock()
+        self.etag_per_page = False  # whether the gateway gives each manifest page an ETag of its own
 
     @property
     def session(self) -> requests.Session:
@@ -107,13 +108,20 @@ class Gateway:
         with other tenants), while the next page is on its way (the work of a page costs no time of its
         own): the pairs are ``prepared``, the entries kept are ``entries``. ``meanwhile`` is done while
         the first answer is on its way (e.g. preparing the copy ``etag`` names, which a 304 makes
-        current). Restarts once if the ETag changes between pages (the manifest changed mid-way).
+        current).
+
+        Revalidation needs one ETag for the whole manifest, on every page. A later page with another
+        one: the pages are read again from the first, since the manifest changed mid-way, or the gateway
+        gives each page an ETag of its own (then the first page's is the same the second time, and a
+        later page's differs again). Such a manifest has no ETag: it is read whole every time, as the
+        contract says, and this gateway's pages are read without the check from then on.
         """
+        first_etag = None
         for _attempt in range(2):
             try:
-                return self._fetch_pages(etag, prepare, meanwhile)
-            except _ChangedMidway:
-                meanwhile = None  # done the first time
+                return self._fetch_pages(etag, prepare, meanwhile, first_etag)
+            except _ChangedMidway as changed:
+                first_etag, meanwhile = changed.first_etag, None  # (done the first time)
         raise GatewayError("the manifest kept changing while its pages were read", status=None)
 
     def invoke(self, slug: str, arguments: dict[str, Any], *, sync: bool = True, sync_timeout_s: int = 5,
@@ -150,14 +158,16 @@ class Gateway:
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _fetch_pages(self, etag: str | None, prepare: Prepare | None,
-                     meanwhile: Callable[[], None] | None) -> ManifestDocument | None:
+    def _fetch_pages(self, etag: str | None, prepare: Prepare | None, meanwhile: Callable[[], None] | None,
+                     earlier_first: str | None) -> ManifestDocument | None:
         """The pages in turn, each asked for as soon as its cursor is seen in the page before, while that
-        page is parsed and prepared (the parse confirms the cursor: a guess it does not is dropped)."""
+        page is parsed and prepared (the parse confirms the cursor: a guess it does not is dropped).
+        ``earlier_first``: the first page's ETag when the pages were read before, and a later page's
+        differed (the same again now: each page has its own)."""
         entries: list[dict[str, Any]] = []
         prepared: list[tuple[Any, dict[str, Any]]] = []
         pages: list[ManifestPage] = []
-        size, first_etag, seen = 0, None, set[str | None]()
+        size, first_etag, seen, whole = 0, None, set[str | None](), True
         page_answer = self._manifest_page(None, {"If-None-Match": etag} if etag else {}, ahead=meanwhile is not None)
         if meanwhile is not None:
             try:
@@ -179,8 +189,12 @@ class Gateway:
             page_etag = response.headers.get("ETag") or page.etag
             if not seen:
                 first_etag = page_etag
-            elif page_etag and first_etag and page_etag != first_etag:
-                raise _ChangedMidway
+                if earlier_first is not None and page_etag and same_etag(page_etag, earlier_first):
+                    self.etag_per_page = True
+            elif whole and not same_etag(page_etag, first_etag):
+                if not self.etag_per_page:
+                    raise _ChangedMidway(first_etag)
+                whole = False
             size += len(response.content)  # decoded
             if page.cursor in seen:
                 raise GatewayError("the gateway's manifest cursors loop", status=response.status_code)
@@ -192,7 +206,8 @@ class Gateway:
                 prepared.extend(page.prepared(prepare))
             entries.extend(page.entries)
             if not page.cursor:
-                return ManifestDocument(tuple(entries), first_etag, size, tuple(prepared), tuple(pages))
+                return ManifestDocument(tuple(entries), first_etag if whole else None, size, tuple(prepared),
+                                        tuple(pages))
         raise GatewayError(f"the gateway's manifest has more than {MAX_MANIFEST_PAGES} pages")
 
     def _manifest_page(self, cursor: str | None, headers: dict[str, str],
@@ -299,7 +314,19 @@ class Gateway:
 
 
 class _ChangedMidway(Exception):
-    """The manifest's ETag changed between two pages."""
+    """A later page of the manifest had another ETag than the first page's, ``first_etag``."""
+
+    def __init__(self, first_etag: str | None) -> None:
+        super().__init__(first_etag)
+        self.first_etag = first_etag
+
+
+def same_etag(one: str | None, other: str | None) -> bool:
+    """Whether two ETags name the same version, compared weakly (RFC 9110 §8.8.3.2: a proxy that
+    gzips an answer marks its ETag weak, ``W/"v1"``); a page without one names no other version."""
+    if not one or not other:
+        return True
+    return one.removeprefix("W/") == other.removeprefix("W/")
 
 
 def _http() -> Any:

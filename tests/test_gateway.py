@@ -196,13 +196,49 @@ def test_manifest_gzip_body_is_decoded(gateway):
 @PREPARE
 @responses.activate
 def test_manifest_that_changes_between_pages_is_read_again(gateway, prepare):
-    first = responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({})],
-                          json={"tools": [{"name": "a"}], "nextCursor": "p2"}, headers={"ETag": '"v1"'})
-    responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher({"cursor": "p2"})],
-                  json={"tools": [{"name": "b"}], "nextCursor": None}, headers={"ETag": '"v2"'})
+    """Each time its first page is read, the manifest has changed again by its second page."""
+    first = BASE + "/mcp/manifest"
+    for version in (1, 2):
+        responses.get(first, match=[matchers.query_param_matcher({})],
+                      json={"tools": [{"name": "a"}], "nextCursor": "p2"}, headers={"ETag": f'"v{version}"'})
+        responses.get(first, match=[matchers.query_param_matcher({"cursor": "p2"})],
+                      json={"tools": [{"name": "b"}], "nextCursor": None}, headers={"ETag": f'"v{version + 1}"'})
     with pytest.raises(GatewayError, match="kept changing"):
         gateway.fetch_manifest(prepare=prepare)
-    assert first.call_count == 2
+    assert len([c for c in responses.calls if "cursor" not in c.request.url]) == 2
+
+
+def etag_paged(etags):
+    """A two-page manifest whose pages carry ``etags``, with a registry of the requests each page got."""
+    return {cursor: responses.get(BASE + "/mcp/manifest", match=[matchers.query_param_matcher(query)],
+                                  json={"tools": [{"name": name}], "nextCursor": following},
+                                  headers={"ETag": etag})
+            for (cursor, query, name, following), etag in zip(
+                [(None, {}, "a", "p2"), ("p2", {"cursor": "p2"}, "b", None)], etags)}
+
+
+@PREPARE
+@responses.activate
+def test_pages_each_with_an_etag_of_its_own_are_read_whole_every_time_without_revalidation(gateway, prepare):
+    """The contract: a paginated manifest is revalidated by its first page only if the gateway gives
+    one ETag for the whole manifest; otherwise all pages are fetched again."""
+    pages = etag_paged(['"p1-v1"', '"p2-v1"'])
+    document = gateway.fetch_manifest(prepare=prepare)
+    assert [e["name"] for e in document.entries] == ["a", "b"] and document.etag is None  # nothing to revalidate
+    assert pages[None].call_count == 2 and gateway.etag_per_page  # read again once: it had not changed
+    again = gateway.fetch_manifest(prepare=prepare)
+    assert [e["name"] for e in again.entries] == ["a", "b"] and again.etag is None
+    assert pages[None].call_count == 3 and pages["p2"].call_count == 3  # from then on, once a fetch
+    assert not any("If-None-Match" in c.request.headers for c in responses.calls)
+
+
+@responses.activate
+def test_a_weak_and_a_strong_form_of_one_etag_are_one_version(gateway):
+    """A proxy that gzips a page marks its ETag weak: the pages still share one version."""
+    pages = etag_paged(['W/"v1"', '"v1"'])
+    document = gateway.fetch_manifest()
+    assert [e["name"] for e in document.entries] == ["a", "b"] and document.etag == 'W/"v1"'
+    assert pages[None].call_count == 1 and not gateway.etag_per_page
 
 
 @responses.activate
