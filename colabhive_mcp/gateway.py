@@ -24,6 +24,7 @@ from .ahead import Ahead
 from .manifest_pages import ManifestPage, Prepare, cursor_seen
 
 RETRY_STATUSES = frozenset({502, 503, 504})
+MAX_RETRY_WAIT_S = 5.0  # a Retry-After longer than this is the caller's to wait for, not a retry's
 MAX_MANIFEST_PAGES = 1000
 SENDING_S = 0.002  # about what a request takes of the interpreter lock to go out (a millisecond or two here)
 
@@ -139,11 +140,14 @@ class Gateway:
                                  timeout=timeout)
         return invocation_of(response)
 
-    def get_invocation(self, invocation_id: str, *, timeout: float | None = None) -> tuple[Invocation, float | None]:
+    def get_invocation(self, invocation_id: str, *, timeout: float | None = None,
+                       polled: bool = False) -> tuple[Invocation, float | None]:
         """The Invocation as it stands, and the gateway's ``Retry-After`` hint for the next poll.
-        ``timeout`` may shorten the wait for the answer (never lengthen it)."""
+        ``timeout`` may shorten the wait for the answer (never lengthen it). ``polled``: the caller
+        asks again as ``Retry-After`` says, and can be cancelled meanwhile: a 429 or 503 with one is
+        raised at once, not waited out here."""
         response = self._request("GET", f"/invocations/{_segment(invocation_id)}",
-                                 timeout=min(timeout, self.timeout) if timeout else None)
+                                 timeout=min(timeout, self.timeout) if timeout else None, waits=not polled)
         return invocation_of(response), retry_after_of(response)
 
     def cancel(self, invocation_id: str) -> Invocation | None:
@@ -228,8 +232,10 @@ class Gateway:
         return asked.result
 
     def _request(self, method: str, path: str, *, timeout: float | None = None, headers: dict[str, str] | None = None,
-                 payload: Any = None, params: dict[str, str] | None = None) -> requests.Response:
-        """Send one request, retrying connection failures and 502/503/504 with backoff. A refusal of the
+                 payload: Any = None, params: dict[str, str] | None = None, waits: bool = True) -> requests.Response:
+        """Send one request, retrying connection failures and 502/503/504 with backoff: never sooner than
+        a ``Retry-After`` says, and not at all when it says more than :data:`MAX_RETRY_WAIT_S` (or at all,
+        unless the request ``waits``: the caller waits for it). A refusal of the
         key is raised as :class:`KeyRejected`, and kept in :attr:`rejection` (a manifest page's by the
         fetch that wanted the page) until an answer accepts the key again.
 
@@ -272,9 +278,10 @@ class Gateway:
             except (_http().exceptions.ChunkedEncodingError, _http().exceptions.ContentDecodingError) as exc:
                 metrics.UPSTREAM.labels(route, "connection_error").inc()
                 error = GatewayError(f"the gateway's answer was cut short or corrupt: {reason_of(exc)}")
-            if last or not (error.status is None or error.status in RETRY_STATUSES):
+            delay = max(self.backoff * (2 ** attempt), error.retry_after or 0.0)  # never sooner than asked
+            if last or not (error.status is None or error.status in RETRY_STATUSES) or (
+                    error.retry_after is not None and not waits) or delay > MAX_RETRY_WAIT_S:
                 raise error
-            delay = self.backoff * (2 ** attempt)
             log.bind(method=method, path=path.split("?")[0], status=error.status, attempt=attempt + 1,
                      delay_s=round(delay, 3)).warning("gateway.retry")
             time.sleep(delay)

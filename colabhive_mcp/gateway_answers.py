@@ -46,6 +46,12 @@ class GatewayError(ColabHiveError):
         """Worth trying again later: no answer, an unreadable one, 429, or a 5xx."""
         return self.status is None or self.garbled or self.status == 429 or self.status >= 500
 
+    @property
+    def throttled(self) -> bool:
+        """The gateway asked to be asked again later, and said when (a 429 or 503 with ``Retry-After``):
+        not a failure of the gateway."""
+        return self.status in (429, 503) and self.retry_after is not None
+
 
 def read_body(response: requests.Response, cap: int) -> None:
     """Read the body, decoded, into ``response.content``; more than ``cap`` bytes is a GatewayError

@@ -185,10 +185,10 @@ def follow(gateway: Gateway, invocation: Invocation, *, cancelled: threading.Eve
             return Outcome("cancelled", invocation, polls)
         try:  # a poll never holds the call past its wait
             invocation, retry_after = gateway.get_invocation(
-                invocation.id, timeout=max(MIN_POLL_TIMEOUT_S, started + max_wait - clock()))
+                invocation.id, timeout=max(MIN_POLL_TIMEOUT_S, started + max_wait - clock()), polled=True)
             failures, answered = 0, True
-        except GatewayError as exc:
-            failures, answered = failures + 1, False
+        except GatewayError as exc:  # a gateway that says when to come back has not failed (the wait bounds it)
+            failures, answered = failures + (not exc.throttled), False
             if not exc.transient or failures >= MAX_POLL_FAILURES:
                 raise exc.about(invocation.id) from exc  # the work exists upstream: say which
             retry_after = exc.retry_after

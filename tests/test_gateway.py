@@ -2,6 +2,7 @@
 
 import gzip
 import threading
+import time
 import json
 import uuid
 
@@ -299,6 +300,34 @@ def test_retry_after_is_kept_in_seconds_or_http_date(gateway):
     with pytest.raises(GatewayError) as caught:
         gateway.get_invocation("inv_1")
     assert caught.value.retry_after == 0.0
+
+
+@responses.activate
+def test_a_503_is_retried_no_sooner_than_its_retry_after_and_a_long_one_is_the_callers(gateway):
+    """The contract: 429 and 503 may carry Retry-After (seconds), and it is honoured."""
+    url, sent = BASE + "/actions/echo:invoke", []
+
+    def busy_then_done(request):
+        sent.append(time.monotonic())
+        return (503, {"Retry-After": "0.3"}, "{}") if len(sent) == 1 else (200, {}, json.dumps(invocation()))
+
+    responses.add_callback(responses.POST, url, callback=busy_then_done)
+    assert gateway.invoke("echo", {}).status == "succeeded"
+    assert len(sent) == 2 and sent[1] - sent[0] >= 0.3  # the backoff alone would have waited 1 ms
+    responses.replace(responses.POST, url, status=503, headers={"Retry-After": "60"}, json={"detail": "busy"})
+    with pytest.raises(GatewayError) as caught:
+        gateway.invoke("echo", {})
+    assert caught.value.retry_after == 60.0 and len(responses.calls) == 3  # asked once: a minute is not a retry's
+
+
+@responses.activate
+def test_a_poll_told_to_come_back_later_is_left_to_its_caller(gateway):
+    """A poller waits out a Retry-After itself (and can be cancelled meanwhile): its request does not."""
+    url = BASE + "/invocations/inv_1"
+    responses.get(url, status=503, headers={"Retry-After": "0.5"}, json={"detail": "busy"})
+    with pytest.raises(GatewayError) as caught:
+        gateway.get_invocation("inv_1", polled=True)
+    assert caught.value.retry_after == 0.5 and caught.value.throttled and len(responses.calls) == 1
 
 
 @responses.activate

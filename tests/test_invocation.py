@@ -27,7 +27,7 @@ class ScriptedGateway:
         self.invokes.append((slug, arguments, kwargs))
         return self._next()
 
-    def get_invocation(self, invocation_id, timeout=None):
+    def get_invocation(self, invocation_id, timeout=None, polled=False):
         self.polls.append(time.monotonic())
         state = self._next()
         if isinstance(state, Exception):
@@ -93,7 +93,7 @@ def test_a_wait_that_ends_after_an_unanswered_poll_is_unknown_not_pending():
 @pytest.mark.slow
 def test_a_poll_never_waits_past_the_end_of_the_wait():
     class Slow(ScriptedGateway):
-        def get_invocation(self, invocation_id, timeout=None):
+        def get_invocation(self, invocation_id, timeout=None, polled=False):
             self.timeouts = [*getattr(self, "timeouts", []), timeout]
             return super().get_invocation(invocation_id)
 
@@ -144,6 +144,17 @@ def test_transient_poll_failures_are_tolerated_but_not_forever():
     assert len(gone.polls) == 1
     garbled = ScriptedGateway(inv("queued"), GatewayError("200 not JSON", 200, garbled=True), inv("succeeded"))
     assert run(garbled, "s", {}, cancelled=threading.Event(), backoff=FAST).state == "done"
+
+
+def test_a_gateway_that_says_when_to_come_back_has_not_failed_however_often_it_says_so():
+    throttled = [GatewayError("429 slow down", 429, retry_after=0.01), GatewayError("503 busy", 503, retry_after=0.01)]
+    patient = ScriptedGateway(inv("queued"), *throttled * 3, inv("succeeded"))
+    assert run(patient, "s", {}, cancelled=threading.Event(), backoff=FAST).state == "done"
+    assert len(patient.polls) == 7
+    unsaid = ScriptedGateway(inv("queued"), GatewayError("503 busy", 503))  # no Retry-After: a failure
+    with pytest.raises(GatewayError):
+        run(unsaid, "s", {}, cancelled=threading.Event(), backoff=FAST)
+    assert len(unsaid.polls) == 3
 
 
 def test_a_call_that_loses_the_gateway_after_its_invoke_names_its_invocation():
@@ -205,7 +216,7 @@ class Job:
         self.retry_after = retry_after
         self.started, self.polls, self.at, self.failed = clock.now, 0, [], []
 
-    def get_invocation(self, invocation_id, timeout=None):
+    def get_invocation(self, invocation_id, timeout=None, polled=False):
         self.polls += 1
         elapsed = self.clock.now - self.started
         self.at.append(elapsed)
