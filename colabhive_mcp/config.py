@@ -174,7 +174,8 @@ class Config:
         64 << 20, number(int, 1 << 16, 1 << 32), "most bytes any other answer of the gateway (an invocation and "
         "its result) may hold, decoded", env="COLABHIVE_RESULT_MAX_BYTES")
     workers: int = _setting(
-        32, number(int, 1, 1024), "threads serving stdio requests concurrently", env="COLABHIVE_WORKERS",
+        64, number(int, 1, 1024), "threads serving stdio tool calls concurrently (above tenant_max_concurrent, "
+        "a call past that limit is refused at once, not queued)", env="COLABHIVE_WORKERS",
         scope="stdio")
     bind: str = _setting(
         "127.0.0.1:8765", bind, "HTTP: address to listen on (HOST:PORT)", env="COLABHIVE_BIND", metavar="HOST:PORT")

@@ -114,6 +114,32 @@ def test_ping_is_answered_while_a_long_call_polls(peer):
     assert len(progress) >= 2 and progress == sorted(progress)
 
 
+def test_long_calls_filling_every_worker_never_queue_a_ping_a_list_or_a_refusal(sandbox):
+    """Two call threads, both busy, and a key allowed two calls: what needs no long wait is answered at
+    once, and with the default threads a call past the key's limit is refused, not queued."""
+    for workers, refused in (("2", False), (None, True)):
+        extra = {"COLABHIVE_API_KEY": DEMO_KEY, "COLABHIVE_TENANT_MAX_CONCURRENT": "2"}
+        peer = StdioPeer([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url],
+                         env=server_env(**extra, **({"COLABHIVE_WORKERS": workers} if workers else {})))
+        try:
+            peer.initialize()
+            for n in range(3):
+                peer.send({"jsonrpc": "2.0", "id": f"long{n}", "method": "tools/call",
+                           "params": {"name": "batch-report", "arguments": {"seconds": 8}}})
+            assert peer.request("ping", timeout=2)["result"] == {}
+            assert peer.request("tools/list", timeout=5)["result"]["tools"]
+            if refused:
+                third = peer.wait_for("long2", timeout=5)
+                assert "2 ColabHive calls running" in json.dumps(third)
+            else:
+                with pytest.raises(TimeoutError):  # queued for a call thread, not refused
+                    peer.wait_for("long2", timeout=1)
+        finally:
+            peer.process.kill()
+            peer.process.wait()
+        assert peer.unparsable == []
+
+
 def test_cancellation_reaches_the_gateway_and_silences_the_request(peer, sandbox, journal):
     peer.initialize()
     peer.send({"jsonrpc": "2.0", "id": 77, "method": "tools/call",

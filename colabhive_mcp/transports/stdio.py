@@ -1,8 +1,9 @@
 """The stdio transport: newline-delimited JSON-RPC on stdin/stdout.
 
-The main thread reads lines; each request runs on a worker thread so ``ping`` and other
-calls are answered while a long tool call is polling. Every write to stdout goes through
-one lock, and nothing but MCP messages is ever written there (logs go to stderr).
+The main thread reads lines, and answers ``ping`` itself. Tool calls (and the other requests that may
+take long: a listen, a task's result) run on ``workers`` threads; every other request on a few threads
+of its own, so a list or a discovery is never queued behind long calls. Every write to stdout goes
+through one lock, and nothing but MCP messages is ever written there (logs go to stderr).
 
 Shutdown: end of input (the host has gone) and SIGTERM (or SIGINT) end every request still open
 the way a cancellation does: a tool call's work is stopped upstream and the call answered with an
@@ -15,6 +16,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from typing import Any, BinaryIO
 
 from ..protocol import jsonrpc
@@ -27,6 +29,7 @@ from ..tenant import Tenant
 from .workers import Workers
 
 PREFETCH_AFTER_S = 0.5  # after the handshake, which must not wait for the gateway
+QUICK_WORKERS = 4  # threads for the requests that never wait long (lists, discovery, a task's status)
 READ_CHUNK = 1 << 16
 TEARDOWN_S = 1.5  # how long ended requests may take to stop their work upstream and answer (hosts wait 2 s)
 
@@ -44,7 +47,8 @@ class StdioTransport:
         self.stdout = stdout
         self.max_message_bytes = max_message_bytes
         self.session = Session(id="stdio")
-        self.workers = Workers(workers, "mcp-call")
+        self.workers = Workers(workers, "mcp-call")  # what may take long
+        self.quick = Workers(QUICK_WORKERS, "mcp-request")
         self._write_lock = threading.Lock()
         self._stopped = threading.Event()
 
@@ -61,8 +65,10 @@ class StdioTransport:
         finally:
             self._stopped.set()
             self.workers.close()
+            self.quick.close()
             self.server.drain()
-            if not self.workers.wait(TEARDOWN_S):
+            deadline = time.monotonic() + TEARDOWN_S
+            if not (self.workers.wait(TEARDOWN_S) and self.quick.wait(max(0.0, deadline - time.monotonic()))):
                 log.warning("stdio.exit_with_requests_open")
             self.tenant.save()  # a manifest no answer was written after
 
@@ -120,9 +126,9 @@ class StdioTransport:
             self.workers.submit(self._run, frame)
             return
         plan = self.server.plan(frame)
-        if plan.request and not plan.opens:
-            self.workers.submit(self._run, frame)
-        else:  # the handshake, notifications (a cancellation) and answers: in effect before the next line is read
+        if plan.request and not (plan.opens or plan.light):
+            (self.workers if plan.long else self.quick).submit(self._run, frame)
+        else:  # the handshake, a ping, notifications (a cancellation), answers: done before the next line is read
             self._run(frame)
 
     def _run(self, frame: Frame) -> None:
