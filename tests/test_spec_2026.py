@@ -56,6 +56,12 @@ def test_a_2026_header_on_a_body_without_meta_is_a_modern_400_with_the_id(server
     assert "Mcp-Session-Id" not in answer["error"]["message"]  # not "send initialize first": that reads legacy
 
 
+def test_a_batch_under_the_2026_header_is_an_invalid_request_not_a_header_mismatch(server):
+    member = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {VERSION: MODERN, CAPS: {}}}}
+    answer = error_of(post(server.url, [member], key=DEMO_KEY, **{"MCP-Protocol-Version": MODERN}), 400)
+    assert answer["error"]["code"] == -32600 and "not a batch" in answer["error"]["message"]
+
+
 @pytest.mark.parametrize("case,status", [("no key", 401), ("html only", 406), ("text body", 415),
                                          ("no session", 400), ("unknown session", 404)])
 def test_edge_errors_carry_the_request_id_when_the_body_could_be_read(server, case, status):

@@ -134,7 +134,10 @@ class Streamable:
                             resumable=resumable, takes_json=JSON in post.wanted)
 
     def _batch(self, post: Post, batch: BatchFrame, caller: Caller) -> Answer:
-        """A legacy batch (its session's revision decides whether it may be one)."""
+        """A legacy batch (its session's revision decides whether it may be one); never a 2026 one."""
+        if post.version in MODERN_VERSIONS:
+            raise HttpError(400, jsonrpc.INVALID_REQUEST, f"Invalid Request: a {post.version} POST body is one "
+                            "JSON-RPC request or notification, not a batch")
         answer = self.core.handle_batch(batch, session=self._legacy_session(post, caller), tenant=caller.tenant,
                                         narrow=post.narrow, trace=post.headers)
         return Response(status=202) if answer is None else json_response(answer, 200)
