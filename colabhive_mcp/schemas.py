@@ -137,11 +137,13 @@ def _object_root(schema: dict[str, Any], strict: bool) -> dict[str, Any]:
 class Check:
     """A JSON Schema compiled once, in its own draft (2020-12 when it names none).
 
-    ``broken`` says why a schema that is not valid JSON Schema cannot judge anything.
-    jsonschema is imported on the first compilation, not when the server starts.
+    ``broken`` says why a schema that is not valid JSON Schema cannot judge anything. ``format`` is an
+    annotation, as 2020-12 has it by default: whether a value is an e-mail address or a date is for
+    the gateway to judge, which may not check it. jsonschema is imported on the first compilation,
+    not when the server starts.
     """
 
-    def __init__(self, schema: dict[str, Any], formats: bool = False) -> None:
+    def __init__(self, schema: dict[str, Any]) -> None:
         from jsonschema import Draft202012Validator, SchemaError, validators
 
         cls = validators.validator_for(schema, default=Draft202012Validator)
@@ -151,13 +153,20 @@ class Check:
             self.broken: str | None = exc.message
             return
         self.broken = None
-        self._validator = cls(schema, format_checker=cls.FORMAT_CHECKER if formats else None)
+        self._validator = cls(schema)
 
     def problems(self, value: Any) -> list[str]:
-        """What is wrong with ``value``, shallowest first, each naming where; empty when it fits."""
+        """What is wrong with ``value``, shallowest first, each naming where; empty when it fits, or
+        when the schema points at what this process cannot follow (another document's ``$ref``:
+        judging it is left to the gateway)."""
+        from referencing.exceptions import Unresolvable
+
         if self.broken is not None:
             return [f"the schema itself is invalid: {self.broken}"]
-        errors = sorted(self._validator.iter_errors(value), key=lambda e: (len(e.path), list(map(str, e.path))))
+        try:
+            errors = sorted(self._validator.iter_errors(value), key=lambda e: (len(e.path), list(map(str, e.path))))
+        except Unresolvable:
+            return []
         return [f"{_where(e.absolute_path)}: {e.message}" for e in errors]
 
 

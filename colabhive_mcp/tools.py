@@ -67,8 +67,7 @@ class Tool:
     def _input_check(self) -> Check | None:
         """Arguments are judged by the gateway's own schema, not the portable copy clients see."""
         original = self.entry.get("inputSchema")
-        check = Check(original if isinstance(original, dict) and original else self.definition["inputSchema"],
-                      formats=True)
+        check = Check(original if isinstance(original, dict) and original else self.definition["inputSchema"])
         return None if check.broken else check  # the gateway will judge input that we cannot
 
     @cached_property

@@ -116,6 +116,19 @@ def test_argument_errors_name_the_field():
     assert "at n" in message and "'three' is not of type 'integer'" in message
 
 
+def test_what_the_gateway_alone_can_judge_is_left_to_it():
+    """A format is an annotation in 2020-12 (a gateway may not check it), and a ``$ref`` to another
+    document cannot be followed here: neither refuses a call the gateway may accept."""
+    schema = {"type": "object", "properties": {
+        "day": {"type": "string", "format": "date"}, "contact": {"type": "string", "format": "email"},
+        "shape": {"$ref": "https://schemas.example.com/shape.json"}, "n": {"type": "integer"}}}
+    catalog = Catalog(Manifest((entry("crm", inputSchema=schema),), None), Policy(), Profile("test"))
+    tool = catalog.by_name["crm"]
+    assert tool.argument_errors({"day": "2024-1-5", "contact": "ada at example", "n": 1}) is None
+    assert tool.argument_errors({"shape": {"sides": 3}}) is None
+    assert "'x' is not of type 'integer'" in tool.argument_errors({"n": "x"})  # what can be judged still is
+
+
 def test_an_invalid_schema_leaves_validation_to_the_gateway():
     catalog = Catalog(Manifest((entry("odd", inputSchema={"type": "object", "properties": 5}),), None), Policy(), Profile("test"))
     assert catalog.by_name["odd"].argument_errors({"anything": 1}) is None
