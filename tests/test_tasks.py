@@ -6,6 +6,7 @@ import time
 import pytest
 
 from colabhive_mcp.cancellation import Cancellation
+from colabhive_mcp.gateway_answers import Invocation
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY_B
 from colabhive_mcp.tenant import Tenant
@@ -72,6 +73,30 @@ def test_core_task_cancel_stops_the_upstream_work(legacy, journal):
     cancelled = legacy.request("tasks/cancel", {"taskId": task["taskId"]})["result"]
     assert cancelled["status"] == "cancelled" and len(journal("cancel")) == 1
     assert legacy.request("tasks/get", {"taskId": task["taskId"]})["result"]["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_a_task_the_gateway_cannot_stop_is_never_said_to_be_cancelled(era, legacy, server, tenant, sandbox, journal):
+    """The contract: a gateway without the cancel route answers 404 or 405, and its work goes on."""
+    sandbox.faults.add(route="cancel", kind="status", status=405, body={"detail": "no cancel route"}, count=None)
+    if era == "legacy":
+        task = legacy.request("tools/call", {"name": "batch-report", "arguments": {"seconds": 60}, "task": {}})["result"]["task"]
+        task_id, client = task["taskId"], legacy
+        refused = legacy.request("tasks/cancel", {"taskId": task_id})
+        assert legacy.request("tasks/get", {"taskId": task_id})["result"]["status"] == "working"
+    else:
+        client = Client(server, tenant)
+        task_id = modern_task_call(client, "batch-report", {"seconds": 60})["result"]["taskId"]
+        refused = modern_task_request(client, "tasks/cancel", task_id)
+    assert refused["error"]["code"] == -32603 and "goes on" in refused["error"]["message"]
+    assert len(journal("cancel")) == 1
+
+
+def test_a_task_that_ends_before_its_cancel_reaches_the_gateway_cannot_be_cancelled(legacy, tenant, monkeypatch):
+    """The gateway's answer to the cancel is a finished invocation: the task is not said to be cancelled."""
+    task = legacy.request("tools/call", {"name": "batch-report", "arguments": {"seconds": 60}, "task": {}})["result"]["task"]
+    monkeypatch.setattr(tenant, "stop", lambda invocation_id: Invocation(invocation_id, "succeeded"))
+    assert legacy.request("tasks/cancel", {"taskId": task["taskId"]})["error"]["code"] == -32602
 
 
 def test_giving_up_on_tasks_result_leaves_the_task_running(legacy, journal):

@@ -88,14 +88,21 @@ def result(context: Context, request: Request) -> dict[str, Any]:
 
 
 def cancel(context: Context, request: Request) -> dict[str, Any]:
+    """Stop the task's work upstream, and say where it then stands as the gateway says it: a task that
+    finished first cannot be cancelled, and one the gateway cannot stop is not said to be."""
     ref = _task(context, request)
     if not request.modern and _fetch(request, ref).terminal:
         raise JsonRpcError(INVALID_PARAMS, "Cannot cancel a task that has already finished")
     try:
-        invocation = request.tenant.stop(ref.invocation_id) or _fetch(request, ref)
+        invocation = request.tenant.stop(ref.invocation_id)
     except Unreachable as exc:
         raise JsonRpcError(INTERNAL_ERROR, f"Cannot cancel this task: {exc}") from None
-    return {} if request.modern else task_fields(ref, invocation, status="cancelled")
+    if invocation is None:
+        raise JsonRpcError(INTERNAL_ERROR, "Cannot cancel this task: ColabHive has no way to stop its work, which "
+                           "goes on (tasks/get says how it ends)")
+    if not request.modern and invocation.terminal and invocation.status != "cancelled":
+        raise JsonRpcError(INVALID_PARAMS, "Cannot cancel a task that has already finished")
+    return {} if request.modern else task_fields(ref, invocation)
 
 
 def update(context: Context, request: Request) -> dict[str, Any]:
