@@ -33,6 +33,7 @@ from .keys import KeyRejected
 from .logs import log
 from .policy import Policy
 from .profiles import UNKNOWN, Profile
+from .revisions import revision
 from .tools import Catalog, Tool
 
 RUNNING_SLACK_S = 60.0  # a polling call's note outlives its longest wait by this much
@@ -184,8 +185,11 @@ class ToolCall:
                                       "call waited", follow_up_hint(invocation_id))
 
     def _leave(self, invocation_id: str) -> None:
-        """The caller is gone: a host that gave up leaves the work for a retry; anyone else stops it."""
-        if keeps_work(self.cancelled, time.perf_counter() - self.started, self.tenant.config.hang_up_keeps_after):
+        """The caller is gone: a host that gave up leaves the work for a retry; anyone else stops it.
+        A handshake-era client's hang-up is never its cancel (its revisions say so: it cancels with
+        ``notifications/cancelled``); a 2026 client's stream closed early is."""
+        keeps_after = self.tenant.config.hang_up_keeps_after if revision(self.options.version).modern else 0.0
+        if keeps_work(self.cancelled, time.perf_counter() - self.started, keeps_after):
             self._keep(invocation_id)
         else:
             cancel_upstream(self.tenant.gateway, invocation_id)

@@ -173,7 +173,7 @@ def test_each_command_shows_only_its_own_settings_with_their_defaults(capsys):
     assert http <= has["serve"] and not http & (has["stdio"] | has["check"] | has["tools"] | has["call"])
     assert "--workers" in has["stdio"] and "--workers" not in has["serve"] | has["check"]
     assert http | {"--workers", "--deny"} <= has["config"]
-    assert "serving stdio requests concurrently (default: 32) [$COLABHIVE_WORKERS]" in normalized(helps["stdio"])
+    assert "not queued) (default: 64) [$COLABHIVE_WORKERS]" in normalized(helps["stdio"])
     assert "gunicorn worker processes (default: 2)" in normalized(helps["serve"])
     assert "NAME the tool's name, as `colabhive-mcp tools` lists it" in normalized(helps["call"])
     assert "CLIENT the MCP client: claude-desktop" in normalized(helps["client-config"])

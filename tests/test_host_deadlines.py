@@ -140,10 +140,12 @@ def test_a_tool_with_an_output_schema_gets_its_structured_result_through_the_con
     assert len(journal("invoke")) == 1
 
 
-def call_in_background(client, name, arguments, cancelled):
+def call_in_background(client, name, arguments, cancelled, modern=False):
     answers = []
+    meta = {"progressToken": "bg", **({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                       "io.modelcontextprotocol/clientCapabilities": {}} if modern else {})}
     message = {"jsonrpc": "2.0", "id": f"bg-{time.monotonic()}", "method": "tools/call",
-               "params": {"name": name, "arguments": arguments, "_meta": {"progressToken": "bg"}}}
+               "params": {"name": name, "arguments": arguments, "_meta": meta}}
     thread = threading.Thread(target=lambda: answers.append(client.send(message, cancelled=cancelled)))
     thread.start()
     return thread, answers
@@ -194,14 +196,18 @@ def test_work_nobody_comes_back_for_is_cancelled_after_the_grace_period(deadline
     assert 1.3 <= journal("cancel")[0]["t"] - gave_up < 3
 
 
-def test_a_hang_up_keeps_the_work_only_after_a_host_could_have_given_up(config, journal):
+@pytest.mark.parametrize("modern", [True, False], ids=["2026", "handshake era"])
+def test_a_hang_up_keeps_the_work_only_after_a_host_could_have_given_up(config, journal, modern):
+    """A 2026 client cancels by closing its stream; in the handshake era a disconnect is never a cancel
+    (the client sends notifications/cancelled), however soon it comes."""
     tuned = config.replace(hang_up_keeps_after=2.0)
     client = Client(Server(tuned), Tenant(tuned, tuned.api_key))
-    client.initialize()
-    for waited, kept in ((0.1, False), (2.5, True)):  # either side of 2 s, by a margin a busy machine keeps
+    if not modern:
+        client.initialize()
+    for waited, kept in ((0.1, not modern), (2.5, True)):  # either side of 2 s, by a margin a busy machine keeps
         closed, cancels, invokes = Cancellation(), len(journal("cancel")), len(journal("invoke"))
         arguments = {"seconds": 20 + waited}
-        thread, _ = call_in_background(client, "batch-report", arguments, closed)
+        thread, _ = call_in_background(client, "batch-report", arguments, closed, modern)
         assert wait_until(lambda: len(journal("invoke")) > invokes)  # the call has started: its wait is counted
         time.sleep(waited)
         closed.set()  # the client's connection closed: no reason given
@@ -211,7 +217,7 @@ def test_a_hang_up_keeps_the_work_only_after_a_host_could_have_given_up(config, 
         if kept:
             retried_in = time.monotonic()
             cancelled = Cancellation()
-            retry, _ = call_in_background(client, "batch-report", arguments, cancelled)
+            retry, _ = call_in_background(client, "batch-report", arguments, cancelled, modern)
             assert wait_until(lambda: len(journal("poll")) > 3)
             cancelled.cancel(USER)
             retry.join(5)
