@@ -185,11 +185,10 @@ class ToolCall:
                                       "call waited", follow_up_hint(invocation_id))
 
     def _leave(self, invocation_id: str) -> None:
-        """The caller is gone: a host that gave up leaves the work for a retry; anyone else stops it.
-        A handshake-era client's hang-up is never its cancel (its revisions say so: it cancels with
-        ``notifications/cancelled``); a 2026 client's stream closed early is."""
-        keeps_after = self.tenant.config.hang_up_keeps_after if revision(self.options.version).modern else 0.0
-        if keeps_work(self.cancelled, time.perf_counter() - self.started, keeps_after):
+        """The caller is gone: a host that gave up leaves the work for a retry; anyone else stops it
+        (:func:`colabhive_mcp.cancellation.keeps_work`: a hang-up's meaning depends on the revision)."""
+        if keeps_work(self.cancelled, time.perf_counter() - self.started, self.tenant.config.hang_up_keeps_after,
+                      revision(self.options.version).modern):
             self._keep(invocation_id)
         else:
             cancel_upstream(self.tenant.gateway, invocation_id)

@@ -3,8 +3,11 @@
 Hosts abandon tool calls at their own deadline (the TypeScript SDK after 60 s, Claude Desktop,
 Claude Code...) and say so in ``notifications/cancelled`` ("Request timed out", "timed out after
 20s"; :func:`colabhive_mcp.protocol.plan.reason_of` reads it). The work they abandoned is kept for
-a retry to attach to (:mod:`colabhive_mcp.detached`); anything else stops it upstream at once. A connection that closes gives no reason: one that had
-waited long enough for a host to give up (``hang_up_keeps_after``) counts as a host giving up.
+a retry to attach to (:mod:`colabhive_mcp.detached`); anything else stops it upstream at once. A connection that closes gives no reason.
+A 2026 client cancels by closing its stream, unless it had waited long enough for a host to give up
+(``hang_up_keeps_after``). A handshake-era client's disconnect is never its cancel (its revisions say
+so): unless it says why just after (the TypeScript SDK closes an aborted request, then sends
+``notifications/cancelled``), it counts as a host giving up.
 """
 
 from __future__ import annotations
@@ -18,19 +21,29 @@ TIMEOUT: Final = "timeout"  # the host gave up waiting: keep the work for a retr
 SHUTDOWN: Final = "shutdown"  # the server is stopping: stop the work, and answer
 ENDED: Final = "ended"  # the server ends a long-lived request (a listen at stream_max_age): answer it
 REASONS: Final[tuple[Reason, ...]] = (USER, TIMEOUT, SHUTDOWN, ENDED)
+SAYS_WHY_S = 1.0  # how long a handshake-era client's hang-up waits for the notifications/cancelled sent with it
 
 
 class Cancellation(threading.Event):
-    """A request's cancel event that remembers why it was set (``None``: a connection closed)."""
+    """A request's cancel event that remembers why it was set (``None``: a connection closed). The
+    first reason given is kept, even when it comes after the connection closed."""
 
     def __init__(self) -> None:
         super().__init__()
         self.reason: Reason | None = None
+        self._explained = threading.Event()
 
     def cancel(self, reason: Reason | None) -> None:
-        if not self.is_set():
-            self.reason = reason
+        with _explaining:
+            if reason is not None and not self._explained.is_set():
+                self.reason = reason
+                self._explained.set()
         self.set()
+
+    def explained(self, timeout: float) -> Reason | None:
+        """The reason, waiting up to ``timeout`` seconds for one when none was given yet."""
+        self._explained.wait(timeout)
+        return self.reason
 
     @property
     def by_server(self) -> bool:
@@ -38,10 +51,16 @@ class Cancellation(threading.Event):
         return self.reason in (SHUTDOWN, ENDED)
 
 
-def keeps_work(cancelled: threading.Event, waited: float, hang_up_keeps_after: float) -> bool:
-    """Whether the upstream work of a cancelled call should outlive it (for a retry to attach to):
-    its host timed out, or its connection closed after ``hang_up_keeps_after`` seconds or more."""
+def keeps_work(cancelled: threading.Event, waited: float, hang_up_keeps_after: float, modern: bool) -> bool:
+    """Whether the upstream work of a cancelled call should outlive it (for a retry to attach to): its
+    host timed out, or its client hung up (a ``modern`` one after ``hang_up_keeps_after`` seconds or
+    more; a handshake-era one that says no more within :data:`SAYS_WHY_S`)."""
     reason = getattr(cancelled, "reason", None)
+    if reason is None and not modern and isinstance(cancelled, Cancellation):
+        reason = cancelled.explained(SAYS_WHY_S)
     if reason is None:
-        return waited >= hang_up_keeps_after
+        return not modern or waited >= hang_up_keeps_after
     return reason == TIMEOUT
+
+
+_explaining = threading.Lock()  # one reason wins, even when two are given at once

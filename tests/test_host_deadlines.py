@@ -87,9 +87,17 @@ def test_which_cancelled_calls_keep_their_work():
     timed_out.cancel(TIMEOUT)
     stopped.cancel(USER)
     closed.set()  # a connection closed: no reason
-    assert keeps_work(timed_out, 0.1, 10) and not keeps_work(stopped, 500, 10)
-    assert not keeps_work(closed, 3, 10) and keeps_work(closed, 12, 10)
-    assert cancellation.SHUTDOWN != TIMEOUT and not keeps_work(Cancellation(), 500, 600)
+    for modern in (True, False):
+        assert keeps_work(timed_out, 0.1, 10, modern) and not keeps_work(stopped, 500, 10, modern)
+    assert not keeps_work(closed, 3, 10, True) and keeps_work(closed, 12, 10, True)  # 2026: closing is cancelling
+    assert keeps_work(closed, 3, 10, False)  # the handshake era: a disconnect alone is not a cancel
+    said_why = Cancellation()
+    said_why.set()  # the connection closed, and then the client said why (the TypeScript SDK's abort)
+    threading.Timer(0.2, said_why.cancel, [USER]).start()
+    assert not keeps_work(said_why, 3, 10, False) and said_why.reason == USER
+    said_why.cancel(TIMEOUT)
+    assert said_why.reason == USER  # the first reason given stays
+    assert cancellation.SHUTDOWN != TIMEOUT and not keeps_work(Cancellation(), 500, 600, True)
 
 
 # -- through the protocol core, on the sandbox gateway -------------------------------------------------

@@ -231,18 +231,31 @@ def test_keep_alive_comments_flow_while_nothing_happens(hosted):
     assert ": keep-alive" in response.text
 
 
-def test_a_client_that_disconnects_mid_stream_stops_the_polling(hosted, sandbox, own_trace):
-    session = initialize(hosted.url)
+@pytest.mark.parametrize("era", ["2026", "handshake"])
+def test_a_2026_client_that_disconnects_mid_stream_stops_the_polling_and_a_legacy_one_does_not(
+        hosted, sandbox, own_trace, era):
+    """Closing its stream is a 2026 client's cancel; in the handshake era a disconnect is not (the
+    client cancels with notifications/cancelled): the work is kept for a retry to attach to."""
+    meta = {"progressToken": 9}
+    if era == "2026":
+        meta.update({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                     "io.modelcontextprotocol/clientCapabilities": {}})
+        routing = "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: batch-report\r\n"
+    else:
+        routing = f"Mcp-Session-Id: {initialize(hosted.url)}\r\n"
     body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-                       "params": {"name": "batch-report", "arguments": {"seconds": 60},
-                                  "_meta": {"progressToken": 9}}}).encode()
+                       "params": {"name": "batch-report", "arguments": {"seconds": 60}, "_meta": meta}}).encode()
     with socket.create_connection(("127.0.0.1", hosted.port)) as sock:
         sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      b"Accept: application/json, text/event-stream\r\n"
-                     + f"Authorization: Bearer {DEMO_KEY}\r\nMcp-Session-Id: {session}\r\n"
+                     + f"Authorization: Bearer {DEMO_KEY}\r\n{routing}"
                        f"traceparent: {own_trace.parent}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
         assert b"notifications/progress" in _read_until(sock, b"notifications/progress")
     left = time.time()
+    if era == "handshake":
+        time.sleep(3)  # past the moment a client that hung up may take to say why
+        assert not own_trace.journal("cancel")
+        return
     cancels = wait_until(lambda: own_trace.journal("cancel"), timeout=10)
     assert cancels and cancels[0]["t"] - left < 3
     polls = len(own_trace.journal("poll"))

@@ -51,5 +51,6 @@ for (let attempt = 1; attempt <= scenario.attempts; attempt++) {
   }
 }
 say(outcome);
+if (scenario.abort_after_ms) await new Promise((done) => setTimeout(done, 500));  // a host lives on after a stop
 await client.close();
 process.exit(0);
