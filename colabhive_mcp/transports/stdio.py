@@ -7,7 +7,8 @@ through one lock, and nothing but MCP messages is ever written there (logs go to
 
 Shutdown: end of input (the host has gone) and SIGTERM (or SIGINT) end every request still open
 the way a cancellation does: a tool call's work is stopped upstream and the call answered with an
-error, a ``subscriptions/listen`` gets its completion result. The process exits within about a
+error, a ``subscriptions/listen`` gets its completion result, then the ``notifications/cancelled`` a
+server sends when it tears a subscription down (2026-07-28 asks for one or the other, in two places). The process exits within about a
 second, whatever the gateway does.
 """
 
@@ -21,6 +22,7 @@ from typing import Any, BinaryIO
 
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import BatchFrame, Frame, JsonRpcError
+from ..protocol.plan import LISTEN
 from ..logs import log
 from ..keys import KeyRejected
 from ..limits import LimitReached
@@ -140,6 +142,9 @@ class StdioTransport:
             answer = jsonrpc.internal_error(frame)
         if answer is not None:
             self.write(answer)
+            if frame.method == LISTEN and self._stopped.is_set():
+                self.write(jsonrpc.notification("notifications/cancelled", {
+                    "requestId": frame.id, "reason": "the server is shutting down"}))
             self.tenant.save()  # what the tenant keeps on disk, if it has news: never before an answer
 
 
