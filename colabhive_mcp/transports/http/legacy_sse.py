@@ -90,7 +90,8 @@ class LegacySse:
         with self._lock:
             opened = self._open.get(session_id)
         if opened is None or opened.binding != key.binding:
-            raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown session (it may live on another worker)")
+            raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown session (it may live on another worker: this "
+                            "transport needs one, serve --http-workers 1, or sticky routing by session_id)")
         try:
             frame = request_frame(request)
         except JsonRpcError as exc:
