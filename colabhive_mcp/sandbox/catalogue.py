@@ -62,7 +62,8 @@ def _action(
 
 
 def _digest(text: str) -> bytes:
-    return hashlib.sha256(text.encode()).digest()
+    """A digest of any text JSON can carry (a lone surrogate too: JSON may escape one)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
 def _b64(data: bytes) -> str:

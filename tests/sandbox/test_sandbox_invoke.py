@@ -92,6 +92,12 @@ def test_other_realistic_actions(alpha: Any, beta: Any) -> None:
     assert error == {"code": "model_error", "message": "upstream model crashed"}
 
 
+def test_text_with_an_unpaired_surrogate_is_run_not_a_500(alpha: Any) -> None:
+    """Valid JSON may escape a lone surrogate (an MCP client's ``"\\ud83d"``): the actions that digest
+    their text still run."""
+    assert _result(alpha, "alpha-classifier", {"text": "\ud83d"})["label"] in {"billing", "support", "sales"}
+
+
 def test_conformance_tools_return_mcp_content(alpha: Any) -> None:
     text = _result(alpha, "test_simple_text", {})["content"]
     assert text == [{"type": "text", "text": "This is a simple text response for testing."}]
