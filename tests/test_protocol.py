@@ -315,6 +315,28 @@ def test_a_cancellation_that_overtakes_its_request_still_counts(client, server, 
     assert journal("invoke") == []
 
 
+def test_a_reused_id_never_leaves_a_cancel_for_a_later_request(client, journal):
+    """Two calls under one id (a client's mistake): once the short one ends, a cancellation of that id
+    still reaches the long one, and is not kept for the next request that reuses the id."""
+    client.initialize()
+    answers = {}
+
+    def call(seconds):
+        answers[seconds] = client.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": "batch-report", "arguments": {"seconds": seconds}}})
+
+    short, long = (threading.Thread(target=call, args=(seconds,)) for seconds in (0.5, 30))
+    long.start()
+    assert wait_until(lambda: journal("invoke"))
+    short.start()
+    short.join(10)
+    assert "report ready" in text_of(answers[0.5])
+    client.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
+    long.join(5)
+    assert not long.is_alive() and answers[30] is None and len(journal("cancel")) == 1
+    assert client.send({"jsonrpc": "2.0", "id": 7, "method": "ping"}) == {"jsonrpc": "2.0", "id": 7, "result": {}}
+
+
 @pytest.mark.slow
 def test_poll_max_wait_returns_a_handle(config, sandbox):
     client = Client(Server(config), Tenant(config.replace(poll_max_wait=1), config.api_key))

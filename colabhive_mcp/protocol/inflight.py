@@ -36,21 +36,27 @@ class InFlight:
     """Keyed by (session id, request id); thread-safe."""
 
     def __init__(self) -> None:
-        self._running: dict[tuple[str, Any], Cancellation] = {}
+        self._running: dict[tuple[str, Any], list[Cancellation]] = {}  # (several: a client that reused an id)
         self._early: OrderedDict[tuple[str, str], Reason | None] = OrderedDict()  # cancels that came first, by digest
         self._asked: dict[tuple[str, str], _Waiter] = {}
         self._lock = threading.Lock()
 
     def track(self, key: tuple[str, Any], cancelled: Cancellation) -> None:
         with self._lock:
-            self._running[key] = cancelled
+            self._running.setdefault(key, []).append(cancelled)
             early = (key[0], id_digest(key[1])) if self._early else None
             if early is not None and early in self._early:
                 cancelled.cancel(self._early.pop(early))
 
-    def untrack(self, key: tuple[str, Any]) -> None:
+    def untrack(self, key: tuple[str, Any], cancelled: Cancellation) -> None:
+        """The request of ``cancelled`` ended (not another one a client sent with the same id meanwhile:
+        that one stays where a cancellation finds it)."""
         with self._lock:
-            self._running.pop(key, None)
+            same_id = self._running.get(key, [])
+            if cancelled in same_id:
+                same_id.remove(cancelled)
+            if not same_id:
+                self._running.pop(key, None)
 
     def running(self, key: tuple[str, Any]) -> bool:
         """Whether the request runs in this process."""
@@ -60,16 +66,17 @@ class InFlight:
     def cancel(self, key: tuple[str, Any], reason: Reason | None) -> None:
         """Cancel a request in flight, saying why; one not seen yet is remembered for when it arrives."""
         with self._lock:
-            cancelled = self._running.get(key)
-            if cancelled is None:
+            found = list(self._running.get(key, ()))
+            if not found:
                 self._remember((key[0], id_digest(key[1])), reason)
-        if cancelled is not None:
+        for cancelled in found:
             cancelled.cancel(reason)
 
     def cancel_digest(self, session_id: str, digest: str, reason: Reason | None) -> None:
         """:meth:`cancel`, the request named by :func:`id_digest` (as another worker relays it)."""
         with self._lock:
-            found = [c for (owner, rid), c in self._running.items() if owner == session_id and id_digest(rid) == digest]
+            found = [c for (owner, rid), same_id in self._running.items() if owner == session_id and
+                     id_digest(rid) == digest for c in same_id]
             if not found:
                 self._remember((session_id, digest), reason)
         for cancelled in found:
@@ -83,14 +90,14 @@ class InFlight:
     def cancel_session(self, session_id: str) -> None:
         """The session's connection is gone: its requests are cancelled, with no reason given."""
         with self._lock:
-            found = [cancelled for (owner, _id), cancelled in self._running.items() if owner == session_id]
+            found = [c for (owner, _id), same_id in self._running.items() if owner == session_id for c in same_id]
         for cancelled in found:
             cancelled.cancel(None)
 
     def cancel_all(self) -> None:
         """Shutdown: every request is cancelled, and its work stopped upstream."""
         with self._lock:
-            found = list(self._running.values())
+            found = [c for same_id in self._running.values() for c in same_id]
         for cancelled in found:
             cancelled.cancel(SHUTDOWN)
 

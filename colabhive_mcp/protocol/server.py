@@ -103,7 +103,7 @@ class Server:
                 response = self._respond(frame, tenant, session, notify, cancelled, narrow)
                 _settle(span, response)
         finally:
-            self.context.inflight.untrack(key)
+            self.context.inflight.untrack(key, cancelled)
         answer = None if cancelled.is_set() and not cancelled.by_server else response  # a client's cancel: silence
         if self.config.log_frames and answer is not None:
             log.bind(direction="out", frame=_frame(answer)).info("mcp.frame")
