@@ -62,6 +62,15 @@ def test_a_batch_under_the_2026_header_is_an_invalid_request_not_a_header_mismat
     assert answer["error"]["code"] == -32600 and "not a batch" in answer["error"]["message"]
 
 
+def test_a_notification_needs_no_mcp_method_header_but_one_it_sends_must_match(server):
+    """The revision asks Mcp-Method of requests; a notification's POST is not bound to it."""
+    body = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {
+        "requestId": "gone", "_meta": {VERSION: MODERN, CAPS: {}}}}
+    assert post(server.url, body, key=DEMO_KEY, **{"MCP-Protocol-Version": MODERN}).status_code == 202
+    wrong = post(server.url, body, key=DEMO_KEY, **{"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"})
+    assert error_of(wrong, 400)["error"]["code"] == -32020
+
+
 @pytest.mark.parametrize("case,status", [("no key", 401), ("html only", 406), ("text body", 415),
                                          ("no session", 400), ("unknown session", 404)])
 def test_edge_errors_carry_the_request_id_when_the_body_could_be_read(server, case, status):

@@ -165,11 +165,12 @@ def narrowing(request: HttpRequest) -> Narrowing | None:
 
 
 def header_mismatch(headers: Mapping[str, str], frame: Frame) -> str | None:
-    """Why a 2026 request's routing headers disagree with its body, or ``None`` (a notification has no
-    name to check)."""
+    """Why a 2026 request's routing headers disagree with its body, or ``None``. A notification has no
+    name to check, and needs no ``Mcp-Method`` (the revision asks it of requests): one it sends must match."""
     if headers.get("MCP-Protocol-Version") != frame.meta.get(META_VERSION):
         return "MCP-Protocol-Version header does not match params._meta protocolVersion"
-    if frame.method is None or headers.get("Mcp-Method") != frame.method:
+    method = headers.get("Mcp-Method")
+    if (method is not None or isinstance(frame, RequestFrame)) and (frame.method is None or method != frame.method):
         return "Mcp-Method header does not match the request's method"
     if isinstance(frame, RequestFrame) and frame.name is not None:  # the method has a name, and the body gave it
         if _decode_header(headers.get("Mcp-Name")) != frame.name:
