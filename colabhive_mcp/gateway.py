@@ -269,7 +269,7 @@ class Gateway:
                     if route != "manifest":
                         self._refused(rejection, route)
                     raise rejection
-            except _http().ReadTimeout:  # (a connection that timed out sent nothing: retried below)
+            except _http().Timeout:
                 metrics.UPSTREAM.labels(route, "timeout").inc()
                 raise GatewayError(f"the gateway did not answer within {timeout or self.timeout:g} s") from None
             except _http().ConnectionError as exc:

@@ -331,21 +331,6 @@ def test_a_poll_told_to_come_back_later_is_left_to_its_caller(gateway):
 
 
 @responses.activate
-def test_a_connection_that_timed_out_is_retried_and_an_answer_that_did_not_come_is_not(gateway):
-    """Nothing was sent over a connection that never opened; a request sent may have started the work."""
-    url = BASE + "/actions/echo:invoke"
-    responses.post(url, body=requests.exceptions.ConnectTimeout("connect timed out"))
-    responses.post(url, json=invocation())
-    assert gateway.invoke("echo", {}).status == "succeeded" and len(responses.calls) == 2
-    keys = {c.request.headers["Idempotency-Key"] for c in responses.calls}
-    assert len(keys) == 1  # the same key both times
-    responses.replace(responses.POST, url, body=requests.exceptions.ReadTimeout("read timed out"))
-    with pytest.raises(GatewayError, match="did not answer within"):
-        gateway.invoke("echo", {})
-    assert len(responses.calls) == 3
-
-
-@responses.activate
 def test_gets_are_retried_on_503_and_connection_errors(gateway):
     url = BASE + "/invocations/inv_1"
     responses.get(url, status=503)
