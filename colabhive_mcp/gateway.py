@@ -171,7 +171,7 @@ class Gateway:
         entries: list[dict[str, Any]] = []
         prepared: list[tuple[Any, dict[str, Any]]] = []
         pages: list[ManifestPage] = []
-        size, first_etag, seen, whole = 0, None, set[str | None](), True
+        size, first_etag, seen, whole, first_again = 0, None, set[str | None](), True, False
         page_answer = self._manifest_page(None, {"If-None-Match": etag} if etag else {}, ahead=meanwhile is not None)
         if meanwhile is not None:
             try:
@@ -193,12 +193,11 @@ class Gateway:
             page_etag = response.headers.get("ETag") or page.etag
             if not seen:
                 first_etag = page_etag
-                if earlier_first is not None and page_etag and same_etag(page_etag, earlier_first):
-                    self.etag_per_page = True
+                first_again = earlier_first is not None and bool(page_etag) and same_etag(page_etag, earlier_first)
             elif whole and not same_etag(page_etag, first_etag):
-                if not self.etag_per_page:
+                if not (self.etag_per_page or first_again):
                     raise _ChangedMidway(first_etag)
-                whole = False
+                self.etag_per_page, whole = True, False  # the first page unchanged, a later one differs again
             size += len(response.content)  # decoded
             if page.cursor in seen:
                 raise GatewayError("the gateway's manifest cursors loop", status=response.status_code)
@@ -278,10 +277,11 @@ class Gateway:
             except (_http().exceptions.ChunkedEncodingError, _http().exceptions.ContentDecodingError) as exc:
                 metrics.UPSTREAM.labels(route, "connection_error").inc()
                 error = GatewayError(f"the gateway's answer was cut short or corrupt: {reason_of(exc)}")
-            delay = max(self.backoff * (2 ** attempt), error.retry_after or 0.0)  # never sooner than asked
+            asked = error.retry_after
             if last or not (error.status is None or error.status in RETRY_STATUSES) or (
-                    error.retry_after is not None and not waits) or delay > MAX_RETRY_WAIT_S:
+                    asked is not None and (not waits or asked > MAX_RETRY_WAIT_S)):
                 raise error
+            delay = max(self.backoff * (2 ** attempt), asked or 0.0)  # never sooner than asked
             log.bind(method=method, path=path.split("?")[0], status=error.status, attempt=attempt + 1,
                      delay_s=round(delay, 3)).warning("gateway.retry")
             time.sleep(delay)

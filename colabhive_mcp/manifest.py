@@ -238,7 +238,10 @@ class ManifestCache:
         log.bind(status=200, etag=document.etag, duration_ms=took_ms, bytes=document.size,
                  tools=len(document.entries), tenant=self.gateway.key_id).info("manifest.fetched")
         metrics.MANIFEST.labels("fetched").inc()
-        self._current = self._recorded(Manifest.fetched(document), True, asked)
+        fetched = Manifest.fetched(document)
+        if current is not None and fetched.content == current.content:  # read whole, and the same: no ETag said so
+            return self._recorded(current, False, asked)  # (the same object: nobody is told of a change)
+        self._current = self._recorded(fetched, True, asked)
         if self.saved is not None and self._current.etag:
             self._unsaved = self._current  # written by the next save(), once the answer is out
         return self._current

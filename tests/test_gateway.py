@@ -234,6 +234,21 @@ def test_pages_each_with_an_etag_of_its_own_are_read_whole_every_time_without_re
 
 
 @responses.activate
+def test_pages_that_disagree_once_then_agree_are_one_manifest_and_keep_being_checked(gateway):
+    """A second page a lagging cache answered: read again, the pages agree; the gateway is not taken
+    for one with an ETag per page, so a later change mid-way is still caught."""
+    first = BASE + "/mcp/manifest"
+    for second_etag in ('"v0"', '"v1"'):
+        responses.get(first, match=[matchers.query_param_matcher({})],
+                      json={"tools": [{"name": "a"}], "nextCursor": "p2"}, headers={"ETag": '"v1"'})
+        responses.get(first, match=[matchers.query_param_matcher({"cursor": "p2"})],
+                      json={"tools": [{"name": "b"}], "nextCursor": None}, headers={"ETag": second_etag})
+    document = gateway.fetch_manifest()
+    assert document.etag == '"v1"' and [e["name"] for e in document.entries] == ["a", "b"]
+    assert not gateway.etag_per_page
+
+
+@responses.activate
 def test_a_weak_and_a_strong_form_of_one_etag_are_one_version(gateway):
     """A proxy that gzips a page marks its ETag weak: the pages still share one version."""
     pages = etag_paged(['W/"v1"', '"v1"'])
@@ -318,6 +333,20 @@ def test_a_503_is_retried_no_sooner_than_its_retry_after_and_a_long_one_is_the_c
     with pytest.raises(GatewayError) as caught:
         gateway.invoke("echo", {})
     assert caught.value.retry_after == 60.0 and len(responses.calls) == 3  # asked once: a minute is not a retry's
+
+
+@responses.activate
+def test_the_backoff_alone_is_never_cut_short_by_the_retry_after_bound(monkeypatch):
+    """``retries`` up to 10: a backoff past 5 s still retries (the bound is on what a gateway asks)."""
+    slept = []
+    monkeypatch.setattr("colabhive_mcp.gateway.time.sleep", slept.append)
+    patient = Gateway(BASE, ApiKey.of(KEY), retries=8, backoff=0.2)
+    url = BASE + "/invocations/inv_1"
+    for _ in range(8):
+        responses.get(url, status=503)
+    responses.get(url, json=invocation("running"))
+    assert patient.get_invocation("inv_1")[0].status == "running"
+    assert slept == [0.2 * 2 ** n for n in range(8)]  # 0.2 s to 25.6 s
 
 
 @responses.activate

@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+import responses
 
 from colabhive_mcp.gateway import Gateway, ManifestDocument
 from colabhive_mcp.keys import ApiKey, KeyRejected
@@ -37,6 +38,23 @@ def now(write):
 
 def first_pages(journal):
     return [e for e in journal("manifest") if e["cursor"] is None]
+
+
+@responses.activate
+def test_a_manifest_read_whole_and_unchanged_stays_the_same_manifest():
+    """A gateway without one ETag for the whole manifest is read whole every TTL: unless what it says
+    changed, the manifest held is kept (a client is told of no change that is not one)."""
+    url = "https://gw.test/api/builder/v1/mcp/manifest"
+    responses.get(url, json={"tools": [{"name": "a"}], "nextCursor": None})  # no ETag
+    clock = Clock()
+    cache = ManifestCache(Gateway("https://gw.test/api/builder/v1", ApiKey.of(DEMO_KEY), retries=0), ttl=1, clock=clock)
+    first = cache.get()
+    clock.now += 2
+    assert cache.get() is first and len(responses.calls) == 2
+    responses.replace(responses.GET, url, json={"tools": [{"name": "a"}, {"name": "b"}], "nextCursor": None})
+    clock.now += 2
+    changed = cache.get()
+    assert changed is not first and [e["name"] for e in changed.entries] == ["a", "b"]
 
 
 def test_ttl_then_conditional_get_reuses_the_copy(sandbox, gateway, journal):
