@@ -145,6 +145,7 @@ class Check:
 
     def __init__(self, schema: dict[str, Any]) -> None:
         from jsonschema import Draft202012Validator, SchemaError, validators
+        from referencing import Registry
 
         cls = validators.validator_for(schema, default=Draft202012Validator)
         try:
@@ -153,20 +154,22 @@ class Check:
             self.broken: str | None = exc.message
             return
         self.broken = None
-        self._validator = cls(schema)
+        self._validator = cls(schema, registry=Registry())  # its own document only: nothing is ever fetched
 
     def problems(self, value: Any) -> list[str]:
-        """What is wrong with ``value``, shallowest first, each naming where; empty when it fits, or
-        when the schema points at what this process cannot follow (another document's ``$ref``:
-        judging it is left to the gateway)."""
+        """What is wrong with ``value``, shallowest first, each naming where; empty when it fits. A
+        ``$ref`` to another document is not followed (judging that part is left to the gateway): what
+        was found wrong before the check reached it is said."""
         from referencing.exceptions import Unresolvable
 
         if self.broken is not None:
             return [f"the schema itself is invalid: {self.broken}"]
+        errors = []
         try:
-            errors = sorted(self._validator.iter_errors(value), key=lambda e: (len(e.path), list(map(str, e.path))))
+            errors.extend(self._validator.iter_errors(value))
         except Unresolvable:
-            return []
+            pass
+        errors.sort(key=lambda e: (len(e.path), list(map(str, e.path))))
         return [f"{_where(e.absolute_path)}: {e.message}" for e in errors]
 
 

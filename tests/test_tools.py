@@ -1,5 +1,8 @@
 """Manifest entries → MCP tools: names, descriptions, schemas, annotations, policy, listings."""
 
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 
 from colabhive_mcp.manifest import Manifest
@@ -118,15 +121,29 @@ def test_argument_errors_name_the_field():
 
 def test_what_the_gateway_alone_can_judge_is_left_to_it():
     """A format is an annotation in 2020-12 (a gateway may not check it), and a ``$ref`` to another
-    document cannot be followed here: neither refuses a call the gateway may accept."""
-    schema = {"type": "object", "properties": {
-        "day": {"type": "string", "format": "date"}, "contact": {"type": "string", "format": "email"},
-        "shape": {"$ref": "https://schemas.example.com/shape.json"}, "n": {"type": "integer"}}}
-    catalog = Catalog(Manifest((entry("crm", inputSchema=schema),), None), Policy(), Profile("test"))
-    tool = catalog.by_name["crm"]
-    assert tool.argument_errors({"day": "2024-1-5", "contact": "ada at example", "n": 1}) is None
-    assert tool.argument_errors({"shape": {"sides": 3}}) is None
-    assert "'x' is not of type 'integer'" in tool.argument_errors({"n": "x"})  # what can be judged still is
+    document is never fetched from here: neither refuses a call the gateway may accept."""
+    asked = []
+
+    class Schemas(BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"type": "integer"}')
+
+    with ThreadingHTTPServer(("127.0.0.1", 0), Schemas) as schemas:
+        threading.Thread(target=schemas.serve_forever, daemon=True).start()
+        schema = {"type": "object", "required": ["n"], "properties": {
+            "day": {"type": "string", "format": "date"}, "contact": {"type": "string", "format": "email"},
+            "shape": {"$ref": f"http://127.0.0.1:{schemas.server_address[1]}/shape.json"}, "n": {"type": "integer"}}}
+        catalog = Catalog(Manifest((entry("crm", inputSchema=schema),), None), Policy(), Profile("test"))
+        tool = catalog.by_name["crm"]
+        assert tool.argument_errors({"day": "2024-1-5", "contact": "ada at example", "n": 1}) is None
+        assert tool.argument_errors({"shape": "a circle", "n": 1}) is None
+        assert "'n' is a required property" in tool.argument_errors({"shape": "a circle"})  # found before the $ref
+        assert "'x' is not of type 'integer'" in tool.argument_errors({"n": "x"})  # what can be judged still is
+        schemas.shutdown()
+    assert asked == []
 
 
 def test_an_invalid_schema_leaves_validation_to_the_gateway():
