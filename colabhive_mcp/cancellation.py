@@ -32,9 +32,12 @@ class Cancellation(threading.Event):
         super().__init__()
         self.reason: Reason | None = None
         self._explained = threading.Event()
+        self._explaining = threading.Lock()  # one reason wins, even when two are given at once
 
     def cancel(self, reason: Reason | None) -> None:
-        with _explaining:
+        """Set, with ``reason`` unless one was given before (a reason after a hang-up is kept: a
+        shutdown's too, and then the request is answered, though nobody may read it)."""
+        with self._explaining:
             if reason is not None and not self._explained.is_set():
                 self.reason = reason
                 self._explained.set()
@@ -62,5 +65,3 @@ def keeps_work(cancelled: threading.Event, waited: float, hang_up_keeps_after: f
         return not modern or waited >= hang_up_keeps_after
     return reason == TIMEOUT
 
-
-_explaining = threading.Lock()  # one reason wins, even when two are given at once

@@ -99,6 +99,23 @@ def test_a_task_that_ends_before_its_cancel_reaches_the_gateway_cannot_be_cancel
     assert legacy.request("tasks/cancel", {"taskId": task["taskId"]})["error"]["code"] == -32602
 
 
+def test_a_cancel_the_gateway_is_still_carrying_out_is_a_cancelled_task(legacy, tenant, monkeypatch):
+    """2025-11-25: the receiver moves the task to cancelled before it answers (the gateway may take a
+    moment to stop the work: its answer says running)."""
+    task = legacy.request("tools/call", {"name": "batch-report", "arguments": {"seconds": 60}, "task": {}})["result"]["task"]
+    monkeypatch.setattr(tenant, "stop", lambda invocation_id: Invocation(invocation_id, "running"))
+    assert legacy.request("tasks/cancel", {"taskId": task["taskId"]})["result"]["status"] == "cancelled"
+
+
+def test_a_cancel_of_work_the_gateway_no_longer_has_is_task_not_found(server, tenant, monkeypatch):
+    client = Client(server, tenant)
+    task_id = modern_task_call(client, "batch-report", {"seconds": 60})["result"]["taskId"]
+    monkeypatch.setattr(tenant, "stop", lambda invocation_id: None)  # :cancel answered 404
+    monkeypatch.setattr(tenant, "invocation", lambda invocation_id: None)  # and so does the invocation
+    refused = modern_task_request(client, "tasks/cancel", task_id)["error"]
+    assert refused["code"] == -32602 and "not found" in refused["message"]
+
+
 def test_giving_up_on_tasks_result_leaves_the_task_running(legacy, journal):
     """Only tasks/cancel stops a task: a tasks/result that is cancelled (or cut by a shutdown) just
     stops waiting, with an error rather than an invented result."""

@@ -97,12 +97,15 @@ def cancel(context: Context, request: Request) -> dict[str, Any]:
         invocation = request.tenant.stop(ref.invocation_id)
     except Unreachable as exc:
         raise JsonRpcError(INTERNAL_ERROR, f"Cannot cancel this task: {exc}") from None
-    if invocation is None:
+    if invocation is None:  # no cancel route, or no such invocation (any more): which one, the gateway says
+        _fetch(request, ref)
         raise JsonRpcError(INTERNAL_ERROR, "Cannot cancel this task: ColabHive has no way to stop its work, which "
                            "goes on (tasks/get says how it ends)")
-    if not request.modern and invocation.terminal and invocation.status != "cancelled":
+    if request.modern:
+        return {}
+    if invocation.terminal and invocation.status != "cancelled":
         raise JsonRpcError(INVALID_PARAMS, "Cannot cancel a task that has already finished")
-    return {} if request.modern else task_fields(ref, invocation)
+    return task_fields(ref, invocation, status="cancelled")  # (the gateway may still be stopping it)
 
 
 def update(context: Context, request: Request) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The stdio transport: newline-delimited JSON-RPC on stdin/stdout.
 
-The main thread reads lines, and answers ``ping`` itself. Tool calls (and the other requests that may
+The main thread reads lines, and answers a handshake-era ``ping`` itself. Tool calls (and the other requests that may
 take long: a listen, a task's result) run on ``workers`` threads; every other request on a few threads
 of its own, so a list or a discovery is never queued behind long calls. Every write to stdout goes
 through one lock, and nothing but MCP messages is ever written there (logs go to stderr).
@@ -31,7 +31,7 @@ from ..tenant import Tenant
 from .workers import Workers
 
 PREFETCH_AFTER_S = 0.5  # after the handshake, which must not wait for the gateway
-QUICK_WORKERS = 4  # threads for the requests that never wait long (lists, discovery, a task's status)
+QUICK_WORKERS = 4  # threads for the requests that wait for one answer of the gateway at most (lists, a task's status)
 READ_CHUNK = 1 << 16
 TEARDOWN_S = 1.5  # how long ended requests may take to stop their work upstream and answer (hosts wait 2 s)
 
