@@ -113,6 +113,16 @@ def ts_sdk():
     return ts_sdk.run
 
 
+@pytest.fixture(scope="session", autouse=True)
+def quiet_once_the_session_ends():
+    """Threads that outlive their tests (a detached call's janitor, at the end of its grace period)
+    may log once pytest has closed the stream loguru writes to: from then on, records are dropped."""
+    yield
+    from loguru import logger
+
+    logger.remove()
+
+
 @pytest.fixture
 def warnings():
     """The messages of the warnings logged during the test."""
