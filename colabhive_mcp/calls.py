@@ -26,7 +26,7 @@ from .builtin_tools import DEFAULT_MATCHES, SEARCH_TOOLS, continuation, follow_u
 from .cancellation import keeps_work
 from .config import Config
 from .detached import DetachedCalls, call_key
-from .gateway import Gateway, GatewayError
+from .gateway import Gateway, GatewayError, new_idempotency_key
 from .gateway_answers import Invocation
 from .invocation import Backoff, Outcome, Update, cancel_upstream, follow, run
 from .keys import KeyRejected
@@ -81,6 +81,7 @@ class ToolCall:
         self.key: str | None = None  # the call's identity, when the work may be kept for a retry
         self.attached = False  # following work an earlier, cut-off call started
         self.recorded = False  # the instance knows of this call (it polled, or attached): forget it at the end
+        self.idempotency_key: str | None = None  # its invoke's (a retry of an unanswered one sends it again)
         self.started = time.perf_counter()
 
     def answer(self) -> dict[str, Any] | None:
@@ -126,9 +127,13 @@ class ToolCall:
             if invocation is not None:
                 self.attached = self.recorded = True
                 return self._follow(invocation, max_wait)
+        unanswered = self.tenant.calls.idempotency_key(self.key)
+        self.recorded = unanswered is not None  # (the instance knows of it: forgotten as the call ends)
+        self.idempotency_key = unanswered or new_idempotency_key()
         return run(self.tenant.gateway, self.tool.slug, self.arguments, sync_timeout_s=self.tenant.config.sync_timeout,
                    started=self._polling, cancelled=self.cancelled, on_update=self.options.on_update,
-                   max_wait=max_wait, backoff=self.tenant.backoff, heartbeat=self.heartbeat)
+                   max_wait=max_wait, backoff=self.tenant.backoff, heartbeat=self.heartbeat,
+                   idempotency_key=self.idempotency_key)
 
     def _follow_up(self) -> Outcome:
         """The continuation tool: follow the named invocation, as the original call would have."""
@@ -215,6 +220,10 @@ class ToolCall:
             self._keep(exc.invocation_id)
             return results.unknown_result(name, exc.invocation_id, f"following it failed ({exc.message})",
                                           follow_up_hint(exc.invocation_id))
+        if exc.status is None and self.key is not None and self.idempotency_key is not None:  # no answer
+            self.tenant.calls.unanswered(self.key, self.idempotency_key)
+            return results.error_result(results.gateway_failure(name, exc) + " It may have started: the same call "
+                                        "again continues it, without running it twice.")
         return results.error_result(results.gateway_failure(name, exc))
 
     def _record(self, fields: dict[str, Any]) -> None:

@@ -26,6 +26,7 @@ from .logs import log
 from .state import InstanceStore
 
 CALLS = "calls"  # call key -> {"invocation", "state": running | detached | attached, "token"}
+#                   or {"idempotency_key", "state": "unanswered"}
 INVOCATIONS = "kept_invocations"  # invocation id -> {"key": call key, "binding": its key's} (continuation tool)
 RACE_S = 2.0  # how long a retry waits for a still-polling identical call to be cut off
 KEPT_S = 60.0  # entries outlive their grace period by this much: the janitor still finds them then
@@ -65,12 +66,23 @@ class DetachedCalls:
                 self._janitor.start()
             self._wake.notify()
 
+    def unanswered(self, key: str, idempotency_key: str) -> None:
+        """The call's invoke got no answer (a timeout, a connection lost): the gateway may have started
+        the work. A retry of the call within ``grace`` sends the same ``Idempotency-Key``, so it gets
+        that work, not a second run of it."""
+        self.store.put(CALLS, key, {"idempotency_key": idempotency_key, "state": "unanswered"}, self.grace)
+
+    def idempotency_key(self, key: str) -> str | None:
+        """The ``Idempotency-Key`` of this call's unanswered invoke, for its retry to send again."""
+        entry = self.store.get(CALLS, key)
+        return entry["idempotency_key"] if entry is not None and entry["state"] == "unanswered" else None
+
     def attach(self, key: str) -> str | None:
         """The invocation a retry of this call should follow instead of invoking again, if any."""
         deadline = self.clock() + RACE_S
         while True:
             entry = self.store.get(CALLS, key)
-            if entry is None:
+            if entry is None or entry["state"] == "unanswered":
                 return None
             if entry["state"] != "running":
                 self.store.put(CALLS, key, {"invocation": entry["invocation"], "state": "attached"},

@@ -133,8 +133,7 @@ class Gateway:
         dropped connection.
         """
         body = {"input": arguments, "sync": sync, "sync_timeout_s": sync_timeout_s}
-        # a random UUID from the process's generator (no system call): it names a call, it guards nothing
-        headers = {"Idempotency-Key": idempotency_key or str(uuid.UUID(int=random.getrandbits(128), version=4))}
+        headers = {"Idempotency-Key": idempotency_key or new_idempotency_key()}
         timeout = self.timeout + (sync_timeout_s if sync else 0)
         response = self._request("POST", f"/actions/{_segment(slug)}:invoke", payload=body, headers=headers,
                                  timeout=timeout)
@@ -318,6 +317,12 @@ class Gateway:
         prepared.hooks = {"response": []}
         return session.get_adapter(url).send(prepared, stream=True, timeout=timeout, verify=session.verify,
                                              cert=session.cert, proxies=session.proxies)
+
+
+def new_idempotency_key() -> str:
+    """A fresh ``Idempotency-Key``: a random UUID from the process's generator (no system call): it
+    names a call, it guards nothing."""
+    return str(uuid.UUID(int=random.getrandbits(128), version=4))
 
 
 class _ChangedMidway(Exception):

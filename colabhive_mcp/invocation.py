@@ -122,7 +122,7 @@ class Outcome:
 
 def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: threading.Event,
         sync_timeout_s: int = 1, started: Callable[[Invocation], None] | None = None,
-        **follow_options: Any) -> Outcome:
+        idempotency_key: str | None = None, **follow_options: Any) -> Outcome:
     """Invoke ``slug`` and :func:`follow` it to a terminal state. Raises :class:`GatewayError`
     when the gateway refuses the call or stays unreachable for several polls in a row (then
     naming the invocation, which exists upstream).
@@ -138,7 +138,8 @@ def run(gateway: Gateway, slug: str, arguments: dict[str, Any], *, cancelled: th
     on_update = follow_options.get("on_update")
     if on_update is not None:
         on_update(Submitted(slug))
-    invocation = gateway.invoke(slug, arguments, sync=on_update is None, sync_timeout_s=sync_timeout_s)
+    invocation = gateway.invoke(slug, arguments, sync=on_update is None, sync_timeout_s=sync_timeout_s,
+                                idempotency_key=idempotency_key)
     if started is not None and not invocation.terminal:
         started(invocation)
     return follow(gateway, invocation, cancelled=cancelled, **follow_options)

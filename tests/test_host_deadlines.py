@@ -233,6 +233,26 @@ def test_a_hang_up_keeps_the_work_only_after_a_host_could_have_given_up(config, 
     assert len(journal("invoke")) == 2  # the kept one was attached to, not invoked again
 
 
+def test_a_retry_of_a_call_whose_invoke_went_unanswered_continues_it_and_never_runs_it_twice(config, sandbox,
+                                                                                               journal):
+    """The gateway made the invocation, but its answer never came within the timeout: the same call
+    again sends the same Idempotency-Key, so the gateway answers with that invocation."""
+    tuned = config.replace(request_timeout=1, sync_timeout=1, retries=0)
+    client = Client(Server(tuned), Tenant(tuned, tuned.api_key))
+    client.initialize()
+    sandbox.faults.add(route="invoke", kind="hang", seconds=3, after=True, count=1)
+    failed = client.call("echo", {"text": "once"})["result"]
+    assert failed["isError"] and "without running it twice" in failed["content"][0]["text"]
+    retried = client.call("echo", {"text": "once"})["result"]
+    assert not retried.get("isError") and retried["content"][0]["text"] == "once"
+    assert wait_until(lambda: len(journal("invoke")) == 2, 5)  # the hung one is journaled as it ends
+    invokes = journal("invoke")
+    assert len({e["idempotency_key"] for e in invokes}) == 1
+    assert len({e["invocation_id"] for e in invokes}) == 1  # one invocation, answered twice
+    assert client.call("echo", {"text": "once"})["result"]["content"][0]["text"] == "once"
+    assert len({e["idempotency_key"] for e in journal("invoke")}) == 2  # a fresh call runs anew
+
+
 def test_a_fresh_identical_call_with_nothing_cut_off_behind_it_runs_anew(config, journal):
     client = Client(Server(config), Tenant(config, config.api_key))
     client.initialize()
