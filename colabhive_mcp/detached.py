@@ -100,7 +100,7 @@ class DetachedCalls:
         kept = self.store.get(INVOCATIONS, invocation_id)
         key = kept["key"] if kept is not None and kept["binding"] == binding else None
         entry = self.store.get(CALLS, key) if key is not None else None
-        if key is None or entry is None or entry["invocation"] != invocation_id:
+        if key is None or entry is None or entry.get("invocation") != invocation_id:
             return None
         self.store.put(CALLS, key, {"invocation": invocation_id, "state": "attached"}, self.grace + KEPT_S)
         return key
