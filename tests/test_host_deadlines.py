@@ -18,6 +18,8 @@ from colabhive_mcp import cancellation, profiles
 from colabhive_mcp.cancellation import TIMEOUT, USER, Cancellation, keeps_work
 from colabhive_mcp.protocol.plan import reason_of
 from colabhive_mcp.config import Config, ConfigError
+from colabhive_mcp.detached import DetachedCalls
+from colabhive_mcp.memory_store import MemoryStore
 from colabhive_mcp.sources import load
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.tenant import Tenant
@@ -251,6 +253,14 @@ def test_a_retry_of_a_call_whose_invoke_went_unanswered_continues_it_and_never_r
     assert len({e["invocation_id"] for e in invokes}) == 1  # one invocation, answered twice
     assert client.call("echo", {"text": "once"})["result"]["content"][0]["text"] == "once"
     assert len({e["idempotency_key"] for e in journal("invoke")}) == 2  # a fresh call runs anew
+
+
+def test_a_continuation_finds_no_kept_call_once_its_key_holds_an_unanswered_invoke():
+    calls = DetachedCalls(MemoryStore(), grace=60)
+    calls.detach("binding", "call", "inv_1", lambda _invocation_id: None)
+    calls.unanswered("call", "idem-1")  # the same call, again, and its invoke went unanswered
+    assert calls.follow_up("binding", "inv_1") is None and calls.attach("call") is None
+    assert calls.idempotency_key("call") == "idem-1"
 
 
 def test_a_fresh_identical_call_with_nothing_cut_off_behind_it_runs_anew(config, journal):
