@@ -231,11 +231,12 @@ class Gateway:
 
     def _request(self, method: str, path: str, *, timeout: float | None = None, headers: dict[str, str] | None = None,
                  payload: Any = None, params: dict[str, str] | None = None, waits: bool = True) -> requests.Response:
-        """Send one request, retrying connection failures and 502/503/504 with backoff: never sooner than
-        a ``Retry-After`` says, and not at all when it says more than :data:`MAX_RETRY_WAIT_S` (or at all,
-        unless the request ``waits``: the caller waits for it). A refusal of the
-        key is raised as :class:`KeyRejected`, and kept in :attr:`rejection` (a manifest page's by the
-        fetch that wanted the page) until an answer accepts the key again.
+        """Send one request, retrying connection failures and 502/503/504 with backoff, never sooner than
+        a ``Retry-After`` says. An answer with one is not retried when it asks more than
+        :data:`MAX_RETRY_WAIT_S`, or when the request does not ``wait`` (its caller waits, and can be
+        cancelled meanwhile). A refusal of the key is raised as :class:`KeyRejected`, and kept in
+        :attr:`rejection` (a manifest page's by the fetch that wanted the page) until an answer accepts
+        the key again.
 
         Every route the client uses is safe to retry: GETs are idempotent, ``:invoke``
         carries an ``Idempotency-Key`` and ``:cancel`` is idempotent by nature. Redirects are

@@ -1,9 +1,9 @@
 """The gateway client's edge cases, against `responses` (the sandbox covers the happy paths)."""
 
 import gzip
+import json
 import threading
 import time
-import json
 import uuid
 
 import pytest
