@@ -240,6 +240,10 @@ CASES = {
     "invoke-503-persistent": Case([F("invoke", "status", PERSISTENT, status=503)], expect="error",
                                   says=("503", "injected failure"), invokes=ATTEMPTS, invocations=0),
     "poll-502-burst": Case([F("poll", "status", RETRIES, status=502)], call=SHORT_JOB, bound=POLL_BOUND),
+    # a 503 that says when to come back: the invoke is retried no sooner; polls told so are not failures
+    "invoke-503-retry-after": Case([F("invoke", "status", status=503, retry_after=1)], invokes=2),
+    "poll-429-past-the-failure-budget": Case([F("poll", "rate_limit", MAX_POLL_FAILURES + 2, retry_after=1)],
+                                             call=SHORT_JOB, bound=POLL_BOUND),
     # 429: not retried at once; the caller is told when to come back
     "invoke-429": Case([F("invoke", "rate_limit", retry_after=7)], expect="error",
                        says=("429", "Retry after 7 s"), invocations=0),
@@ -319,6 +323,20 @@ def test_fault_matrix(faulty, sandbox, case):
         polls = [e for e in sandbox.journal_entries() if e["route"] == "poll" and e["key"] == fingerprint(DEMO_KEY)]
         assert sum(e["fault"] is not None for e in polls) == case.faulted_polls, polls
     assert_server_log_clean(faulty, mark)
+
+
+def test_the_same_call_after_an_unanswered_invoke_gets_the_work_it_started(faulty, sandbox):
+    """The invoke made its invocation, but no answer came in time: the same call again (on either
+    worker) sends the same Idempotency-Key, and gets that invocation's result."""
+    name, arguments, expected = INSTANT
+    rules = [(sandbox.faults.add(slug=name, **F("invoke", "hang", seconds=HANG_S, after=True)), 1)]
+    first = call(faulty, name, arguments)
+    assert first.kind == "error" and "without running it twice" in first.text, first.body
+    settle(sandbox, rules)
+    again = call(faulty, name, arguments)
+    assert again.kind == "ok" and expected in again.text, again.body
+    invokes, _ = assert_one_invocation_at_most(sandbox, DEMO_KEY, 1)
+    assert len(invokes) == 2
 
 
 def test_a_rate_limited_poll_waits_for_retry_after_then_succeeds(faulty, sandbox, journal):
