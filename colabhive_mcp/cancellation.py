@@ -3,11 +3,12 @@
 Hosts abandon tool calls at their own deadline (the TypeScript SDK after 60 s, Claude Desktop,
 Claude Code...) and say so in ``notifications/cancelled`` ("Request timed out", "timed out after
 20s"; :func:`colabhive_mcp.protocol.plan.reason_of` reads it). The work they abandoned is kept for
-a retry to attach to (:mod:`colabhive_mcp.detached`); anything else stops it upstream at once. A connection that closes gives no reason.
-A 2026 client cancels by closing its stream, unless it had waited long enough for a host to give up
-(``hang_up_keeps_after``). A handshake-era client's disconnect is never its cancel (its revisions say
-so): unless it says why just after (the TypeScript SDK closes an aborted request, then sends
-``notifications/cancelled``), it counts as a host giving up.
+a retry to attach to (:mod:`colabhive_mcp.detached`); anything else stops it upstream at once.
+
+A connection that closes gives no reason. A 2026 client cancels by closing its stream, unless it had
+waited long enough for a host to give up (``hang_up_keeps_after``). A handshake-era client's
+disconnect is never its cancel (its revisions say so): unless it says why just after (the TypeScript
+SDK closes an aborted request, then sends ``notifications/cancelled``), it counts as a host giving up.
 """
 
 from __future__ import annotations

@@ -146,6 +146,7 @@ class Check:
     def __init__(self, schema: dict[str, Any]) -> None:
         from jsonschema import Draft202012Validator, SchemaError, validators
         from referencing import Registry
+        from referencing.exceptions import Unresolvable
 
         cls = validators.validator_for(schema, default=Draft202012Validator)
         try:
@@ -155,19 +156,18 @@ class Check:
             return
         self.broken = None
         self._validator = cls(schema, registry=Registry())  # its own document only: nothing is ever fetched
+        self._unfollowed: type[Exception] = Unresolvable  # what a $ref to another document raises
 
     def problems(self, value: Any) -> list[str]:
         """What is wrong with ``value``, shallowest first, each naming where; empty when it fits. A
         ``$ref`` to another document is not followed (judging that part is left to the gateway): what
         was found wrong before the check reached it is said."""
-        from referencing.exceptions import Unresolvable
-
         if self.broken is not None:
             return [f"the schema itself is invalid: {self.broken}"]
         errors = []
         try:
             errors.extend(self._validator.iter_errors(value))
-        except Unresolvable:
+        except self._unfollowed:
             pass
         errors.sort(key=lambda e: (len(e.path), list(map(str, e.path))))
         return [f"{_where(e.absolute_path)}: {e.message}" for e in errors]

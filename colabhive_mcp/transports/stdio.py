@@ -1,15 +1,16 @@
 """The stdio transport: newline-delimited JSON-RPC on stdin/stdout.
 
-The main thread reads lines, and answers a handshake-era ``ping`` itself. Tool calls (and the other requests that may
-take long: a listen, a task's result) run on ``workers`` threads; every other request on a few threads
-of its own, so a list or a discovery is never queued behind long calls. Every write to stdout goes
-through one lock, and nothing but MCP messages is ever written there (logs go to stderr).
+The main thread reads lines, and answers a handshake-era ``ping`` itself. Tool calls (and the other
+requests that may take long: a listen, a task's result) run on ``workers`` threads; every other
+request on a few threads of its own, so a list or a discovery is never queued behind long calls.
+Every write to stdout goes through one lock, and nothing but MCP messages is ever written there
+(logs go to stderr).
 
 Shutdown: end of input (the host has gone) and SIGTERM (or SIGINT) end every request still open
 the way a cancellation does: a tool call's work is stopped upstream and the call answered with an
-error, a ``subscriptions/listen`` gets its completion result, then the ``notifications/cancelled`` a
-server sends when it tears a subscription down (2026-07-28 asks for one or the other, in two places). The process exits within about a
-second, whatever the gateway does.
+error, a ``subscriptions/listen`` gets its completion result, then the ``notifications/cancelled``
+a server sends when it tears a subscription down (2026-07-28 asks for one or the other, in two
+places). The process exits within about a second, whatever the gateway does.
 """
 
 from __future__ import annotations
