@@ -210,6 +210,10 @@ class Config:
     oauth_consents_per_minute: int = _setting(
         10, number(int, 0, 100000), "HTTP: keys one client address (an IPv6 /64) may submit on the consent page "
         "per minute; past it, 429 (0: no limit)", env="COLABHIVE_OAUTH_CONSENTS_PER_MINUTE")
+    oauth_token_requests_per_minute: int = _setting(
+        300, number(int, 0, 1_000_000), "HTTP: requests one client address (an IPv6 /64) may send to the OAuth "
+        "token endpoint per minute; past it, 429 (0: no limit). A host's servers send every user's refreshes: "
+        "leave room for them", env="COLABHIVE_OAUTH_TOKEN_REQUESTS_PER_MINUTE")
     oauth_loopback_clients: bool = _setting(
         False, boolean, "HTTP: for tests only: fetch OAuth client metadata documents from this machine (over "
         "plain http too); otherwise only https on public addresses", env="COLABHIVE_OAUTH_LOOPBACK_CLIENTS")
@@ -256,7 +260,8 @@ class Config:
         env="COLABHIVE_RUNTIME_DIR", metavar="DIR")
     store_max_entries: int = _setting(
         100_000, number(int, 1000, 10_000_000), "HTTP: entries the instance store keeps at most (the soonest to "
-        "expire go first)", env="COLABHIVE_STORE_MAX_ENTRIES")
+        "expire go first), and as many single-use marks (OAuth grants, used confirmations), which are never let "
+        "go before they expire: when they are all live, new OAuth grants are refused", env="COLABHIVE_STORE_MAX_ENTRIES")
     resumable_streams: bool | None = _setting(
         None, boolean, "HTTP: offer the GET stream and SSE resumption, which need a session's requests to "
         "reach the same process (default: in single-tenant mode)", env="COLABHIVE_RESUMABLE_STREAMS")

@@ -9,6 +9,7 @@ import time
 from typing import Any, Callable
 
 from .counts import MemoryCounts
+from .state import Marked
 
 
 class MemoryStore:
@@ -21,6 +22,7 @@ class MemoryStore:
         self.clock = clock
         self._entries: dict[tuple[str, str], tuple[Any, float]] = {}
         self._places: dict[tuple[str, str], dict[str, float]] = {}  # place id -> when it expires
+        self._marks: dict[tuple[str, str], tuple[int, float]] = {}  # -> the generation used, when it expires
         self._lock = threading.Lock()
         self._counts = MemoryCounts()
 
@@ -50,6 +52,21 @@ class MemoryStore:
     def delete(self, space: str, key: str) -> None:
         with self._lock:
             self._entries.pop((space, key), None)
+
+    def mark(self, space: str, key: str, ttl: float, generation: int = 0) -> Marked:
+        """:meth:`colabhive_mcp.state.InstanceStore.mark`: at most ``max_entries`` keys are marked at
+        once, and none is let go before it expires."""
+        now = self.clock()
+        with self._lock:
+            used, expires = self._marks.get((space, key), (-1, now))
+            if expires > now and used >= generation:
+                return Marked.AGAIN
+            if expires <= now and len(self._marks) >= self.max_entries:
+                self._marks = {mark: kept for mark, kept in self._marks.items() if kept[1] > now}
+                if len(self._marks) >= self.max_entries:
+                    return Marked.FULL
+            self._marks[(space, key)] = (generation, now + ttl)
+            return Marked.FIRST
 
     def reserve(self, space: str, key: str, limit: int, ttl: float) -> str | None:
         """One of at most ``limit`` places under ``key``, held until unreserved or ``ttl`` seconds

@@ -1,9 +1,13 @@
 """What the worker processes of one instance share, as one interface: :class:`InstanceStore`.
 
-Three kinds of state, each with its own verbs, so that no name means two things:
+Four kinds of state, each with its own verbs, so that no name means two things:
 
 - *values*, under a space and a key, that expire (``get``, ``put``, ``add``, ``delete``): calls a
-  retry may attach to, used confirmations, last good manifests;
+  retry may attach to, last good manifests. A full store lets the soonest to expire go;
+- *marks*, that something single-use was used (``mark``): redeemed OAuth codes and the refresh
+  tokens of each grant (by generation), client assertions, used confirmations. A mark is never let
+  go before it expires: a store with no room for another refuses a new mark (and so the use), it
+  never forgets one;
 - *reservations*, at most so many under one key at once, each until its time is up or it is
   unreserved (``reserve``, ``unreserve``, ``next_free``): calls started per minute, keys checked per
   minute, rejected keys per address;
@@ -26,7 +30,17 @@ another gunicorn worker than the call's), and the core never imports a transport
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Protocol
+
+
+class Marked(enum.Enum):
+    """What :meth:`InstanceStore.mark` did."""
+
+    FIRST = "first"  # marked now: this is the first use
+    AGAIN = "again"  # it was marked already: a second use
+    FULL = "full"  # there is no room for another mark until some expire: refuse the use
+    FAILED = "failed"  # the store cannot tell: refuse the use
 
 
 class InstanceStore(Protocol):
@@ -45,6 +59,11 @@ class InstanceStore(Protocol):
 
     def delete(self, space: str, key: str) -> None:
         """Forget the value under ``key``."""
+
+    def mark(self, space: str, key: str, ttl: float, generation: int = 0) -> Marked:
+        """Mark ``generation`` of ``key`` used (and every one before it), for ``ttl`` seconds from now,
+        unless it is marked already. A new key needs room; a later generation of a key marked before
+        takes its place."""
 
     def reserve(self, space: str, key: str, limit: int, ttl: float) -> str | None:
         """One of at most ``limit`` reservations under ``key``, for ``ttl`` seconds unless unreserved

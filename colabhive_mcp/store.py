@@ -14,8 +14,8 @@ The store fails closed, never over to a worker's own memory (where a confirmatio
 worker could be used again on another, and each worker would count limits of its own). An
 operation that fails is tried again on a fresh connection a few times; a database found corrupt is
 moved aside (``instance.db.corrupt-<time>``) by the first worker to find out, and a fresh one made.
-What still fails answers what refuses: ``add`` says the key is taken (a confirmation was used),
-``reserve`` and ``acquire`` refuse the place, ``put`` says nothing was stored, and ``get`` answers
+What still fails answers what refuses: ``add`` says the key is taken, ``mark`` says it failed
+(its callers refuse the use and say why), ``reserve`` and ``acquire`` refuse the place, ``put`` says nothing was stored, and ``get`` answers
 ``failed`` (by default nothing, which is what refuses for every reader but one: a session's end,
 whose reader passes what an ended session looks like). One warning per failure, until the store works again.
 
@@ -46,7 +46,7 @@ from .logs import log
 from .memory_store import MemoryStore
 from .mapped import check_private, open_private
 from .runtime_dir import check_runtime_dir
-from .state import Counts, InstanceStore
+from .state import Counts, InstanceStore, Marked
 
 FILE_NAME = "instance.db"
 SIDE_FILES = ("-wal", "-shm", "-journal")  # what SQLite makes beside it
@@ -118,6 +118,27 @@ class SqliteStore:
                               (space, key, json.dumps(value), expires)).rowcount == 1
 
         return bool(self._write(insert, False))
+
+    def mark(self, space: str, key: str, ttl: float, generation: int = 0) -> Marked:
+        """:meth:`MemoryStore.mark`, across the instance's processes (``FAILED`` when the store fails).
+        Marks have a table of their own, which the sweep empties of expired marks only."""
+        def insert(db: sqlite3.Connection) -> Marked:
+            now = self.clock()
+            found = db.execute("SELECT used FROM marks WHERE space = ? AND key = ? AND expires > ?",
+                               (space, key, now)).fetchone()
+            if found is not None and found[0] >= generation:
+                return Marked.AGAIN
+            if found is None and self._marks_full(db):
+                db.execute("DELETE FROM marks WHERE expires <= ?", (now,))
+                if self._marks_full(db):
+                    return Marked.FULL
+            db.execute("INSERT OR REPLACE INTO marks VALUES (?, ?, ?, ?)", (space, key, generation, now + ttl))
+            return Marked.FIRST
+
+        return self._write(insert, Marked.FAILED)
+
+    def _marks_full(self, db: sqlite3.Connection) -> bool:
+        return db.execute("SELECT COUNT(*) FROM marks").fetchone()[0] >= self.max_entries
 
     def delete(self, space: str, key: str) -> None:
         self._statement("DELETE FROM entries WHERE space = ? AND key = ?", (space, key))
@@ -220,6 +241,8 @@ class SqliteStore:
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("CREATE TABLE IF NOT EXISTS entries (space TEXT NOT NULL, key TEXT NOT NULL, "
                        "value TEXT NOT NULL, expires REAL NOT NULL, PRIMARY KEY (space, key))")
+            db.execute("CREATE TABLE IF NOT EXISTS marks (space TEXT NOT NULL, key TEXT NOT NULL, "
+                       "used INTEGER NOT NULL, expires REAL NOT NULL, PRIMARY KEY (space, key))")
             db.execute("CREATE TABLE IF NOT EXISTS places (space TEXT NOT NULL, key TEXT NOT NULL, "
                        "place TEXT NOT NULL, pid INTEGER NOT NULL, expires REAL NOT NULL, "
                        "PRIMARY KEY (space, key, place))")
@@ -311,7 +334,8 @@ class SqliteStore:
         return self._write(run, False, atomic=False)
 
     def _sweep(self, db: sqlite3.Connection) -> None:
-        """Expired entries go; past ``max_entries``, the soonest to expire go too (or next time, when
+        """Expired entries, places and marks go; past ``max_entries``, the entries soonest to expire go
+        too, never a live mark (or next time, when
         the database is busy now: the write that triggered the sweep has already happened)."""
         try:
             self._purge(db)
@@ -321,6 +345,7 @@ class SqliteStore:
     def _purge(self, db: sqlite3.Connection) -> None:
         db.execute("DELETE FROM entries WHERE expires <= ?", (self.clock(),))
         db.execute("DELETE FROM places WHERE expires <= ?", (self.clock(),))
+        db.execute("DELETE FROM marks WHERE expires <= ?", (self.clock(),))
         (count,) = db.execute("SELECT COUNT(*) FROM entries").fetchone()
         if count > self.max_entries:
             db.execute("DELETE FROM entries WHERE rowid IN (SELECT rowid FROM entries ORDER BY expires LIMIT ?)",

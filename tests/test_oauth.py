@@ -22,7 +22,7 @@ from colabhive_mcp.oauth import OAuthError, documents
 from colabhive_mcp.oauth.clients import Clients, matches
 from colabhive_mcp.oauth.consent import FORM_TTL_S
 from colabhive_mcp.oauth.sealing import Sealer
-from colabhive_mcp.sandbox import DEMO_KEY
+from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 from colabhive_mcp.transports.http.app import McpApp
 
 from .oauth_flow import Flow, Pages, error_code, form_token, pkce, query
@@ -181,6 +181,55 @@ def test_a_code_is_for_its_own_client_only(flow, app):
     stolen = other.exchange(code, verifier)
     assert stolen.status_code == 400 and stolen.json()["error"] == "invalid_grant"
     assert flow.exchange(code, verifier).status_code == 200  # (the refusal did not spend it)
+
+
+# -- single use ----------------------------------------------------------------------------------
+
+def test_a_used_code_and_refresh_token_stay_used_however_many_refreshes_others_make(sandbox):
+    """The review's attack: a store at its smallest size, another key's client refreshing 1,200 times;
+    the victim's redeemed code and spent refresh token must not work again."""
+    app = McpApp(Config(api_url=sandbox.url, session_secret=SECRET, public_url=PUBLIC, store_max_entries=1000,
+                        oauth_token_requests_per_minute=0))
+    victim, churner = (Flow("http://127.0.0.1:8765", PUBLIC, session=AppSession(app)) for _ in range(2))
+    victim.register()
+    verifier, challenge = pkce()
+    code = victim.code(DEMO_KEY, challenge)
+    used_refresh = victim.exchange(code, verifier).json()["refresh_token"]
+    assert victim.refresh(used_refresh).status_code == 200
+    refresh_token = churner.tokens(DEMO_KEY_B)["refresh_token"]
+    for _ in range(1200):
+        answer = churner.refresh(refresh_token)
+        assert answer.status_code == 200, answer.text
+        refresh_token = answer.json()["refresh_token"]
+    replayed_code, replayed_refresh = victim.exchange(code, verifier), victim.refresh(used_refresh)
+    assert (replayed_code.status_code, replayed_refresh.status_code) == (400, 400)
+    assert "already used" in replayed_code.json()["error_description"]
+    assert "already used" in replayed_refresh.json()["error_description"]
+
+
+def test_a_store_full_of_grants_refuses_new_ones_and_keeps_the_ones_it_holds(flow, app):
+    flow.register()
+    verifier, challenge = pkce()
+    held = flow.exchange(flow.code(DEMO_KEY, challenge), verifier).json()["refresh_token"]
+    store = app.tenancy.instance.store
+    store.max_entries = len(store._marks)  # every mark it may hold is live
+    verifier, challenge = pkce()
+    code = flow.code(DEMO_KEY, challenge)
+    full = flow.exchange(code, verifier)
+    assert full.status_code == 503 and full.json()["error"] == "temporarily_unavailable"
+    assert "try again later" in full.json()["error_description"] and full.headers["Retry-After"] == "60"
+    assert flow.refresh(held).status_code == 200  # a grant held goes on
+    store.max_entries += 1
+    assert flow.exchange(code, verifier).status_code == 200  # (the refusal did not spend the code)
+
+
+def test_the_token_endpoint_is_limited_per_address(sandbox):
+    app = McpApp(Config(api_url=sandbox.url, session_secret=SECRET, public_url=PUBLIC,
+                        oauth_token_requests_per_minute=3))
+    flow = Flow("http://127.0.0.1:8765", PUBLIC, session=AppSession(app))
+    answers = [flow.refresh("hmcp_rt_guess%d" % i) for i in range(4)]
+    assert [a.status_code for a in answers] == [400, 400, 400, 429]
+    assert answers[-1].json()["error"] == "temporarily_unavailable" and 0 < int(answers[-1].headers["Retry-After"]) <= 60
 
 
 def test_the_token_endpoint_names_what_it_refuses(flow):

@@ -276,7 +276,7 @@ def test_an_expired_token_is_refused_with_the_challenge(gateway_sandbox):
 
         past = Grants(SECRET, short.url, MemoryStore(), 60, 600)
         past.access.clock = lambda: time.time() - 61
-        expired = past.tokens(flow_grant(flow))["access_token"]
+        expired = past.tokens(flow_grant(flow), "grant", 1)["access_token"]
         answer = modern(short.url, "tools/list", key=expired)
         assert answer.status_code == 401 and "expired" in answer.json()["error"]["message"]
         assert 'error="invalid_token"' in answer.headers["WWW-Authenticate"]

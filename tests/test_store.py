@@ -10,7 +10,7 @@ import pytest
 
 from colabhive_mcp import expiries
 from colabhive_mcp.config import ConfigError
-from colabhive_mcp.state import InstanceStore, per_minute_wait
+from colabhive_mcp.state import InstanceStore, Marked, per_minute_wait
 from colabhive_mcp.store import MemoryStore, SqliteStore, open_store
 
 from .clock import FakeClock
@@ -58,6 +58,35 @@ def test_the_store_stays_within_its_size(store, tmp_path):
         store._sweep(store._connect())  # (normally every PURGE_EVERY writes)
     kept = [i for i in range(300) if store.get("calls", f"k{i}") is not None]
     assert len(kept) <= 50 and 299 in kept  # the soonest to expire went first
+
+
+def test_a_mark_is_used_once_per_generation_until_it_expires(store, clock):
+    assert store.mark("used", "code", ttl=10) is Marked.FIRST
+    assert store.mark("used", "code", ttl=10) is Marked.AGAIN
+    assert store.mark("used", "grant", ttl=10, generation=1) is Marked.FIRST  # (unknown: any generation)
+    assert store.mark("used", "grant", ttl=10, generation=2) is Marked.FIRST
+    assert [store.mark("used", "grant", ttl=10, generation=g) for g in (0, 1, 2)] == [Marked.AGAIN] * 3
+    clock.advance(10)
+    assert store.mark("used", "code", ttl=10) is Marked.FIRST  # expired: the key is free again
+
+
+def test_marks_are_never_let_go_for_room_a_full_store_refuses_new_ones(store, clock):
+    """What a churning client did to single-use markers kept as ordinary values: pushed them out."""
+    assert store.mark("used", "victim", ttl=5) is Marked.FIRST  # the soonest to expire of all
+    assert store.mark("used", "churner", ttl=600) is Marked.FIRST
+    for i in range(300):  # values churn far past the store's size, and a grant's generations too
+        store.put("calls", f"k{i}", i, ttl=60 + i)
+        assert store.mark("used", "churner", ttl=600, generation=i + 1) is Marked.FIRST
+    if isinstance(store, SqliteStore):
+        store._sweep(store._connect())
+    assert store.mark("used", "victim", ttl=5) is Marked.AGAIN
+    assert [store.mark("used", f"m{i}", ttl=30) for i in range(48)] == [Marked.FIRST] * 48
+    assert store.mark("used", "one more", ttl=30) is Marked.FULL  # 50 live marks: a new one is refused
+    assert store.mark("used", "victim", ttl=5) is Marked.AGAIN  # never forgotten to make room
+    assert store.mark("used", "churner", ttl=600, generation=301) is Marked.FIRST  # a mark held goes on
+    clock.advance(5)  # the victim's mark expires: room for one
+    assert store.mark("used", "one more", ttl=30) is Marked.FIRST
+    assert store.mark("used", "and another", ttl=30) is Marked.FULL
 
 
 def _writer(path, key):

@@ -15,6 +15,7 @@ import pytest
 
 from colabhive_mcp import counts, expiries, store
 from colabhive_mcp.protocol.confirm import RequestStates
+from colabhive_mcp.state import Marked
 from colabhive_mcp.store import PlacesCounts, SqliteStore, open_store
 from colabhive_mcp.tools import Tool
 
@@ -95,6 +96,7 @@ def test_a_store_that_cannot_be_read_answers_what_refuses(tmp_path, monkeypatch,
         assert worker.get("sessions", "s") is None  # what most readers take as "not there": refusing
         assert worker.get("sessions", "s", failed={"ended": True}) == {"ended": True}  # a session's end
         assert worker.add("used-states", "state", True, 60) is False
+        assert worker.mark("used-states", "state", 60) is Marked.FAILED  # its callers refuse, saying why
         assert worker.reserve("started", "key", 5, 60) is None
         assert worker.next_free("started", "key") == store.WAIT_WHEN_FAILED_S
         assert worker.put("calls", "k", 1, 60) is False

@@ -1,7 +1,13 @@
 """Codes and tokens: each carries the ColabHive key sealed, with the client, the resource, the
 scope and the expiry. An authorization code is redeemed once, and a refresh token used once (it
-hands out a new one), across every worker of the instance: the instance store remembers each
-used one, keyed by its digest, until it would have expired anyway. Nothing else is stored.
+hands out a new one), across every worker of the instance.
+
+A redeemed code starts a *grant*, named by the code's digest; its refresh tokens carry that name
+and their generation (1, 2, …). The instance store holds one mark per grant, the last generation
+used, until the grant's last refresh token would have expired anyway: a code or a refresh token of
+a generation already used is refused, however many other grants come and go. A store with no room
+for another grant refuses new ones (the code is not redeemed); the grants it holds go on. Nothing
+else is stored.
 """
 
 from __future__ import annotations
@@ -15,14 +21,17 @@ from urllib.parse import urlsplit
 
 from ..encoding import b64url
 from ..keys import MAX_KEY_CHARS
+from ..limits import BUSY_RETRY_S
+from ..state import InstanceStore, Marked
 from .errors import OAuthError
 from .metadata import SCOPE
 from .sealing import Sealer
 
 CODE_TTL_S = 120.0
-USED = "oauth-used"  # store space: digest of a redeemed code or a used refresh token
+GRANTS = "oauth-grants"  # store marks: each grant's last generation used (0: its code)
 VERIFIER = re.compile(r"[A-Za-z0-9._~-]{43,128}\Z")  # RFC 7636 §4.1
 ACCESS_PREFIX = "hmcp_at_"
+FULL_RETRY_S = 60  # what a refusal for want of room in the store says to wait
 
 
 @dataclass(frozen=True)
@@ -52,7 +61,7 @@ def s256(verifier: str) -> str:
 
 
 class Grants:
-    def __init__(self, secret: str, resource: str, store: Any, access_ttl: float, refresh_ttl: float) -> None:
+    def __init__(self, secret: str, resource: str, store: InstanceStore, access_ttl: float, refresh_ttl: float) -> None:
         self.codes = Sealer(secret, "code", "hmcp_code_")
         self.access = Sealer(secret, "access token", ACCESS_PREFIX)
         self.refresh = Sealer(secret, "refresh token", "hmcp_rt_")
@@ -80,17 +89,19 @@ class Grants:
         if not VERIFIER.match(verifier) or not secrets.compare_digest(s256(verifier), code["p"]):
             raise OAuthError("invalid_grant", "The PKCE code_verifier does not match the code_challenge.")
         self._check_resource(form.get("resource"), code["r"])
-        self._use_once(form["code"], self.codes.remaining(code), "The authorization code was already used.")
-        return self.tokens(Grant(code["k"], code["c"], code["r"], code["s"]))
+        name = digest(form["code"])
+        self._use(name, 0, "The authorization code was already used.")
+        return self.tokens(Grant(code["k"], code["c"], code["r"], code["s"]), name, 1)
 
     # -- tokens ------------------------------------------------------------------------------------
 
-    def tokens(self, grant: Grant) -> dict[str, Any]:
-        """The token response (RFC 6749 §5.1): an access token and a fresh refresh token."""
+    def tokens(self, grant: Grant, name: str, generation: int) -> dict[str, Any]:
+        """The token response (RFC 6749 §5.1): an access token and the refresh token of ``generation``
+        of the grant ``name``."""
         bound = _bound(grant)
         return {"access_token": self.access.seal(bound, self.access_ttl), "token_type": "Bearer",
                 "expires_in": int(self.access_ttl), "scope": grant.scope,
-                "refresh_token": self.refresh.seal({**bound, "i": secrets.token_hex(8)}, self.refresh_ttl)}
+                "refresh_token": self.refresh.seal({**bound, "f": name, "g": generation}, self.refresh_ttl)}
 
     def refresh_grant(self, form: Mapping[str, str]) -> Grant:
         """``grant_type=refresh_token``: the grant of a genuine refresh token of this client, not yet
@@ -110,9 +121,13 @@ class Grants:
         return Grant(token["k"], client_id, self.resource, granted)
 
     def rotate(self, refresh_token: str, grant: Grant) -> dict[str, Any]:
-        """Spend ``refresh_token`` (once, across the instance) for new tokens of ``grant``."""
-        self._use_once(refresh_token, self.refresh_ttl, "The refresh token was already used.")
-        return self.tokens(grant)
+        """Spend ``refresh_token`` (once, across the instance) for new tokens of ``grant``, of the next
+        generation."""
+        token = self.refresh.open(refresh_token) or {}
+        # (a token sealed before grants had names is its own grant, of generation 0)
+        name, generation = token.get("f") or digest(refresh_token), int(token.get("g", 0))
+        self._use(name, generation, "The refresh token was already used.")
+        return self.tokens(grant, name, generation + 1)
 
     def fits(self, grant: Grant) -> bool:
         """Whether an access token for ``grant`` has a key's shape (at most 255 characters, which
@@ -134,10 +149,25 @@ class Grants:
         if given and not same_resource(given, bound):
             raise OAuthError("invalid_target", "The resource differs from the one the grant is for.")
 
-    def _use_once(self, value: str, ttl: float, refusal: str) -> None:
-        """Mark ``value`` used across the instance; raises ``invalid_grant`` when it already was."""
-        if not self.store.add(USED, hashlib.sha256(value.encode()).hexdigest(), True, ttl + 1):
-            raise OAuthError("invalid_grant", refusal)
+    def _use(self, name: str, generation: int, refusal: str) -> None:
+        """Mark ``generation`` of the grant ``name`` used across the instance, for as long as the
+        refresh token it hands out lasts; raises ``invalid_grant`` when it already was."""
+        use_once(self.store, GRANTS, name, self.refresh_ttl + 1, OAuthError("invalid_grant", refusal), generation)
+
+
+def use_once(store: InstanceStore, space: str, name: str, ttl: float, again: OAuthError, generation: int = 0) -> None:
+    """Mark ``generation`` of ``name`` used for ``ttl`` seconds; raises ``again`` when it already was,
+    and ``temporarily_unavailable`` when the store has no room for the mark or cannot tell (the use
+    is refused: a use that cannot be remembered could be repeated)."""
+    marked = store.mark(space, name, ttl, generation)
+    if marked is Marked.AGAIN:
+        raise again
+    if marked is Marked.FULL:
+        raise OAuthError("temporarily_unavailable", "This server holds as many connections as it can just now; "
+                         "try again later.", 503, FULL_RETRY_S)
+    if marked is Marked.FAILED:
+        raise OAuthError("temporarily_unavailable", "This server cannot record the use just now (its store "
+                         "failed); try again shortly.", 503, int(BUSY_RETRY_S))
 
 
 def _bound(grant: Grant) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from ..policy import side_effects
 from ..results import error_result
 from ..revisions import revision
 from ..signing import Signer
-from ..state import InstanceStore
+from ..state import InstanceStore, Marked
 from ..tools import Tool
 
 INPUT_KEY = "confirm"
@@ -89,7 +89,7 @@ class RequestStates:
         payload = self._signer.loads(state)
         if payload is None or payload != {**payload, "k": binding, "n": tool.name, "a": _digest(arguments)}:
             return False
-        return self._store.add(USED_STATES, digest(state), True, STATE_MAX_AGE_S)
+        return self._store.mark(USED_STATES, digest(state), STATE_MAX_AGE_S) is Marked.FIRST
 
 
 def _digest(arguments: dict[str, Any]) -> str:

@@ -37,6 +37,7 @@ from .tenancy import Tenancy
 from .wire import JSON, Answer, body, client_address, not_allowed
 
 CONSENTS = "oauth-consent"  # store space: consent forms submitted per client address in the last minute
+TOKEN_REQUESTS = "oauth-token"  # store space: token requests per client address in the last minute
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 ANY_ORIGIN = {"Access-Control-Allow-Origin": "*"}
 FORM = "application/x-www-form-urlencoded"
@@ -106,12 +107,9 @@ class OAuthRoutes:
     def decide(self, request: HttpRequest) -> Answer:
         """``POST /authorize``: the user's answer; a code only for a key the gateway accepts."""
         address = client_address(request)
-        limit = self.config.oauth_consents_per_minute
-        wait = per_minute_wait(self.store, CONSENTS, address, limit)
-        if wait is not None:
-            refused(OAuthError("rate_limited", "too many consent forms from one address"))
-            return _refusal_page(OAuthError("temporarily_unavailable", f"More than {limit} attempts from your address "
-                                            "in a minute: wait a minute, then try again.", 429, max(1, round(wait))))
+        limited = self._rate_limit(CONSENTS, address, self.config.oauth_consents_per_minute, "attempts")
+        if limited is not None:
+            return _refusal_page(limited)
         form = _form(request)
         try:
             wanted = self.consent.submitted(form.get("request"))
@@ -133,6 +131,15 @@ class OAuthRoutes:
         metrics.OAUTH.labels("code_issued", "").inc()
         log.bind(client=wanted.client.name, tenant=ApiKey.of(key).log_id).info("oauth.code.issued")
         return self._back(wanted.redirect_uri, wanted.state, code=code)
+
+    def _rate_limit(self, space: str, address: str, limit: int, what: str) -> OAuthError | None:
+        """The refusal (429, logged) for one more of ``what`` from ``address`` past ``limit`` a minute, else ``None``."""
+        wait = per_minute_wait(self.store, space, address, limit)
+        if wait is None:
+            return None
+        refused(OAuthError("rate_limited", f"too many {what} from one address"))
+        return OAuthError("temporarily_unavailable", f"More than {limit} {what} from your address in a minute: wait "
+                          "a minute, then try again.", 429, max(1, round(wait)))
 
     def _key_problem(self, grant: Grant, address: str) -> OAuthError | None:
         """Why the key typed cannot be granted (its sentence is shown on the consent page), else ``None``."""
@@ -159,6 +166,11 @@ class OAuthRoutes:
 
     def token(self, request: HttpRequest) -> Answer:
         """``POST /token``: an authorization code or a refresh token for new tokens."""
+        address = client_address(request)
+        limited = self._rate_limit(TOKEN_REQUESTS, address, self.config.oauth_token_requests_per_minute,
+                                   "token requests")
+        if limited is not None:
+            return _json_refusal(limited)
         form = _form(request)
         try:
             if request.mimetype != FORM:
@@ -167,7 +179,7 @@ class OAuthRoutes:
             if grant_type == "authorization_code":
                 tokens = self.grants.redeem(form)
             elif grant_type == "refresh_token":
-                tokens = self._refresh(form, client_address(request))
+                tokens = self._refresh(form, address)
             else:
                 raise OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token.")
         except OAuthError as exc:
