@@ -86,7 +86,7 @@ class Flow:
     def refresh(self, refresh_token, **overrides):
         data = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": self.client_id,
                 "resource": self.resource, **overrides}
-        return self.send("POST", "/token", data=data)
+        return self.send("POST", "/token", data={k: v for k, v in data.items() if v is not None})
 
     def tokens(self, key):
         """Register, consent with ``key`` and exchange: the token response."""
@@ -128,3 +128,54 @@ class Pages:
 
     def close(self):
         self.httpd.shutdown()
+
+
+class SignedClient:
+    """A client shaped like ChatGPT's: a metadata document declaring ``private_key_jwt`` with a
+    ``jwks_uri``, both served by ``pages``, and its own key pair, with which it signs RFC 7523
+    assertions for the token endpoint ``audience``."""
+
+    def __init__(self, pages, audience, alg="RS256", path="/oauth/chatgpt/client.json", **document):
+        self.pages, self.audience, self.alg = pages, audience, alg
+        self.client_id = pages.url(path)
+        self.jwks_path = path.rsplit("/", 1)[0] + "/jwks.json"
+        self.keys = []  # (kid, private key)
+        self.rotate()
+        self.document = {"client_id": self.client_id, "client_name": "ChatGPT", "redirect_uris": [REDIRECT],
+                         "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
+                         "token_endpoint_auth_method": "private_key_jwt", "token_endpoint_auth_signing_alg": alg,
+                         "jwks_uri": pages.url(self.jwks_path), **document}
+        pages.put(path, self.document)
+
+    def rotate(self):
+        """A new key pair, published beside the old ones (the newest signs)."""
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048) if self.alg.startswith(("RS", "PS")) \
+            else ec.generate_private_key(ec.SECP256R1())
+        self.keys.append((f"key-{len(self.keys) + 1}", key))
+        self.pages.put(self.jwks_path, {"keys": [self.jwk(kid, private) for kid, private in self.keys]})
+
+    def jwk(self, kid, private):
+        import jwt
+
+        algorithm = jwt.get_algorithm_by_name(self.alg)
+        return {**json.loads(algorithm.to_jwk(private.public_key())), "kid": kid, "use": "sig", "alg": self.alg}
+
+    def assertion(self, key=None, kid=None, **claims):
+        """A signed client assertion (the newest key's, unless another ``key`` is given), with ``claims``
+        overriding the usual ones."""
+        import time
+
+        import jwt
+
+        newest_kid, newest = self.keys[-1]
+        now = int(time.time())
+        body = {"iss": self.client_id, "sub": self.client_id, "aud": self.audience, "iat": now, "exp": now + 300,
+                "jti": secrets.token_urlsafe(16), **claims}
+        return jwt.encode(body, key or newest, algorithm=self.alg, headers={"kid": kid or newest_kid})
+
+    def proof(self, **claims):
+        """The form fields that prove the client."""
+        return {"client_assertion_type": "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+                "client_assertion": self.assertion(**claims)}

@@ -25,7 +25,7 @@ from colabhive_mcp.oauth.sealing import Sealer
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 from colabhive_mcp.transports.http.app import McpApp
 
-from .oauth_flow import Flow, Pages, error_code, form_token, pkce, query
+from .oauth_flow import Flow, Pages, SignedClient, error_code, form_token, pkce, query
 from .waiting import wait_until
 
 SECRET = "s" * 64
@@ -252,7 +252,9 @@ def test_registration_takes_public_clients_with_safe_redirects():
                             ({"redirect_uris": ["cursor://anysphere/cb"]}, "invalid_redirect_uri"),
                             ({"redirect_uris": ["https://a.example/cb#x"]}, "invalid_redirect_uri"),
                             ({"redirect_uris": []}, "invalid_redirect_uri"),
-                            ({"redirect_uris": ["https://a.example/cb"], "grant_types": ["implicit"]},
+                            ({"redirect_uris": ["https://a.example/cb"], "response_types": ["token"]},
+                             "invalid_client_metadata"),
+                            ({"redirect_uris": ["https://a.example/cb"], "grant_types": "implicit"},
                              "invalid_client_metadata")):
         with pytest.raises(OAuthError) as refused:
             clients.register(metadata)
@@ -420,3 +422,125 @@ def test_a_metadata_document_comes_over_tls_verified_for_its_host_name(tls_docum
     with pytest.raises(OAuthError, match="could not be fetched") as other_name:  # the certificate is localhost's
         clients.find(f"https://127.0.0.1:{port}/client.json")
     assert other_name.value.error == "invalid_client"
+
+
+# -- signed clients (ChatGPT's private_key_jwt) ------------------------------------------------------
+
+@pytest.fixture
+def signed(sandbox, document_server):
+    """An app that fetches documents from loopback, and a ChatGPT-shaped client of it, through its flow."""
+    app = McpApp(Config(api_url=sandbox.url, session_secret=SECRET, public_url=PUBLIC, oauth_loopback_clients=True,
+                        oauth_consents_per_minute=0))
+    pages = document_server.__self__
+    client = SignedClient(pages, "http://127.0.0.1:8765/token")
+    flow = Flow("http://127.0.0.1:8765", PUBLIC, session=AppSession(app))
+    flow.client_id = client.client_id
+    return flow, client
+
+
+def test_the_metadata_offer_signed_clients():
+    from colabhive_mcp.oauth.metadata import Endpoints
+
+    metadata = Endpoints.of(PUBLIC).authorization_server()
+    assert metadata["token_endpoint_auth_methods_supported"] == ["none", "private_key_jwt"]
+    assert {"RS256", "ES256"} <= set(metadata["token_endpoint_auth_signing_alg_values_supported"])
+    assert not {"none", "HS256"} & set(metadata["token_endpoint_auth_signing_alg_values_supported"])
+
+
+@pytest.mark.parametrize("alg", ["RS256", "ES256"])
+def test_a_signed_client_connects_and_refreshes_with_its_assertions(sandbox, document_server, alg):
+    app = McpApp(Config(api_url=sandbox.url, session_secret=SECRET, public_url=PUBLIC, oauth_loopback_clients=True))
+    client = SignedClient(document_server.__self__, "http://127.0.0.1:8765/token", alg=alg,
+                          path=f"/oauth/{alg}/client.json")
+    flow = Flow("http://127.0.0.1:8765", PUBLIC, session=AppSession(app))
+    flow.client_id = client.client_id
+    verifier, challenge = pkce()
+    page = flow.authorize(challenge)
+    assert page.status_code == 200 and "ChatGPT" in page.text, page.text
+    code = query(flow.consent(page.text, DEMO_KEY).headers["Location"])["code"]
+    tokens = flow.exchange(code, verifier, **client.proof())
+    assert tokens.status_code == 200, tokens.text
+    refreshed = flow.refresh(tokens.json()["refresh_token"], client_id=None,  # (RFC 7523 §3: it may go)
+                             **client.proof(aud="http://127.0.0.1:8765"))  # the issuer is an audience too
+    assert refreshed.status_code == 200, refreshed.text
+    assert mcp(app, Authorization=f"Bearer {refreshed.json()['access_token']}").status_code == 200
+
+
+def test_a_signed_client_without_a_valid_assertion_gets_no_token(signed):
+    flow, client = signed
+    verifier, challenge = pkce()
+    code = flow.code(DEMO_KEY, challenge)
+    other_key = SignedClient(client.pages, "x", path="/other/client.json").keys[0][1]
+    replayed = client.proof()
+    for proof, why in (({}, "required"),
+                       ({**client.proof(), "client_assertion": client.assertion(key=other_key)}, "does not hold"),
+                       (client.proof(aud="https://elsewhere.example/token"), "not for this server"),
+                       (client.proof(exp=int(time.time()) - 120), "expired"),
+                       (client.proof(exp=int(time.time()) + 3600), "too long"),
+                       (client.proof(sub="https://elsewhere.example/client.json"), "subject"),
+                       (client.proof(iss="https://elsewhere.example/client.json"), "client_id of the request"),
+                       (client.proof(jti=""), "jti"),
+                       ({**client.proof(), "client_assertion_type": "urn:other"}, "client_assertion_type"),
+                       ({**client.proof(), "client_assertion": "not.a.jwt"}, "not a JWT")):
+        answer = flow.exchange(code, verifier, **proof)
+        assert answer.status_code == 401 and answer.json()["error"] == "invalid_client", (why, answer.text)
+        assert why in answer.json()["error_description"] and "access_token" not in answer.text, why
+    first = flow.exchange(code, verifier, **replayed)
+    assert first.status_code == 200, first.text  # (none of the refusals spent the code)
+    refresh_token = first.json()["refresh_token"]
+    again = flow.refresh(refresh_token, **replayed)
+    assert again.status_code == 401 and "used before" in again.json()["error_description"]
+    assert flow.refresh(refresh_token).json()["error"] == "invalid_client"  # a refresh needs one too
+    assert flow.refresh(refresh_token, **client.proof()).status_code == 200
+
+
+def test_a_signed_clients_new_key_is_fetched_once_when_an_assertion_names_it(signed):
+    flow, client = signed
+    verifier, challenge = pkce()
+    code = flow.code(DEMO_KEY, challenge)
+    assert flow.exchange(code, verifier, **client.proof()).status_code == 200  # its key set is now kept
+    client.rotate()  # a new key, published: assertions now name it
+    verifier, challenge = pkce()
+    code = flow.code(DEMO_KEY, challenge)
+    assert flow.exchange(code, verifier, **client.proof()).status_code == 200
+    stranger = {**client.proof(), "client_assertion": client.assertion(kid="never-published")}
+    answer = flow.exchange(code, verifier, **stranger)
+    assert answer.status_code == 401 and "does not publish" in answer.json()["error_description"]
+
+
+def test_a_public_client_may_not_send_an_assertion_and_a_registered_one_cannot_sign(signed, flow):
+    _, client = signed
+    flow.register()
+    verifier, challenge = pkce()
+    code = flow.code(DEMO_KEY, challenge)
+    answer = flow.exchange(code, verifier, client_assertion_type="urn:ietf:params:oauth:client-assertion-type:"
+                           "jwt-bearer", client_assertion=client.assertion(iss=flow.client_id, sub=flow.client_id))
+    assert answer.status_code == 401 and answer.json()["error"] == "invalid_client"
+    assert flow.exchange(code, verifier).status_code == 200
+
+
+def test_documents_asking_for_what_is_not_offered_are_refused_in_plain_words(document_server):
+    clients = Clients(SECRET, ("https", "http"), loopback_documents=True)
+    base = {"redirect_uris": ["https://chatgpt.com/connector/oauth/x"]}
+    for extra, words in (({"token_endpoint_auth_method": "client_secret_basic"}, "does not offer"),
+                         ({"token_endpoint_auth_method": "private_key_jwt"}, "gives no keys"),
+                         ({"token_endpoint_auth_method": "private_key_jwt", "token_endpoint_auth_signing_alg": "HS256",
+                           "jwks_uri": "https://chatgpt.com/oauth/jwks.json"}, "does not accept"),
+                         ({"token_endpoint_auth_method": "private_key_jwt",
+                           "jwks_uri": "http://example.com/jwks.json"}, "https")):
+        path = f"/{words.replace(' ', '-')}.json"
+        document_server(path, {"client_id": document_server(path, {}), **base, **extra})
+        url = document_server.__self__.url(path)
+        with pytest.raises(OAuthError, match=words) as refused:
+            clients.find(url)
+        assert refused.value.error == "invalid_client"
+        assert "token_endpoint_auth_method" not in refused.value.description
+
+
+def test_claudes_registration_is_accepted_as_sent_and_answered_with_what_is_honoured():
+    registered = Clients(SECRET, ("https", "http")).register({
+        "redirect_uris": ["https://claude.ai/api/mcp/auth_callback"], "client_name": "Claude",
+        "grant_types": ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:jwt-bearer"],
+        "response_types": ["code"], "token_endpoint_auth_method": "client_secret_basic"})
+    assert registered["grant_types"] == ["authorization_code", "refresh_token"]
+    assert registered["token_endpoint_auth_method"] == "none" and "client_secret" not in registered

@@ -18,7 +18,7 @@ from colabhive_mcp.sandbox.contract import fingerprint
 
 from .http_server import HttpServer, SECRET, free_port, log_events, rpc_messages
 from .nginx import Nginx
-from .oauth_flow import Flow, Pages, error_code, pkce, query
+from .oauth_flow import Flow, Pages, SignedClient, error_code, pkce, query
 from .test_admission import health_time
 from .test_http import initialize, modern, post, rpc
 
@@ -360,6 +360,34 @@ def test_a_client_known_by_its_metadata_document_gets_tokens(server, documents):
     assert query(answer.headers["Location"])["iss"] == server.root
     exchanged = flow.exchange(query(answer.headers["Location"])["code"], verifier)
     assert exchanged.status_code == 200, exchanged.text
+
+
+def test_a_signed_client_like_chatgpt_connects_across_the_workers(server, documents):
+    """ChatGPT's shape: its document declares private_key_jwt with a jwks_uri; it signs each token
+    request with its own key. Each request on a connection of its own (so to either worker): an
+    assertion used once is refused on both."""
+    client = SignedClient(documents, server.root + "/token", path="/oauth/gunicorn/client.json")
+    http = requests.Session()
+    http.headers["Connection"] = "close"
+    flow = Flow(server.root, server.url, session=http)
+    flow.client_id = client.client_id
+    verifier, challenge = pkce()
+    page = flow.authorize(challenge)
+    assert page.status_code == 200 and "ChatGPT" in page.text, page.text
+    code = query(flow.consent(page.text, DEMO_KEY).headers["Location"])["code"]
+    assert flow.exchange(code, verifier).json()["error"] == "invalid_client"  # a stolen code alone gets nothing
+    proof = client.proof()
+    tokens = flow.exchange(code, verifier, **proof)
+    assert tokens.status_code == 200, tokens.text
+    listed = modern(server.url, "tools/list", key=tokens.json()["access_token"])
+    assert listed.status_code == 200 and listed.json()["result"]["tools"]
+    refresh_token = tokens.json()["refresh_token"]
+    for _ in range(3):
+        replayed = flow.refresh(refresh_token, **proof)
+        assert replayed.status_code == 401 and "used before" in replayed.json()["error_description"]
+    refreshed = flow.refresh(refresh_token, **client.proof())
+    assert refreshed.status_code == 200, refreshed.text
+    assert flow.refresh(refresh_token, **client.proof()).json()["error"] == "invalid_grant"
 
 
 def test_a_client_metadata_url_at_a_private_address_is_refused(server):

@@ -2,6 +2,12 @@
 URL) or from a registration (RFC 7591), whose ``client_id`` is the registration itself, sealed.
 No client is stored anywhere.
 
+A registered client is public (``token_endpoint_auth_method: none``): a registration asking for
+more is answered with what is honoured (RFC 7591 §3.2.1 lets a server). A document may declare a
+public client, or one that signs its token requests (``private_key_jwt`` with its keys at
+``jwks_uri`` or in ``jwks``, RFC 7523): its requests are then verified
+(:mod:`colabhive_mcp.oauth.assertions`).
+
 Redirect URIs are matched exactly, except that a loopback ``http`` redirect may use any port
 (RFC 8252 §7.3): so no code ever goes to an address the client did not register.
 """
@@ -22,6 +28,9 @@ MAX_REDIRECT_URIS = 10
 MAX_URI_CHARS = 1000
 MAX_NAME_CHARS = 100
 GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
+PUBLIC, SIGNED = "none", "private_key_jwt"  # the token endpoint's authentication methods
+# signature algorithms a signed client may use: asymmetric only (PyJWT with cryptography)
+SIGNING_ALGS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,20 @@ class Client:
     client_id: str
     name: str
     redirect_uris: tuple[str, ...]
+    auth_method: str = PUBLIC
+    signing_algs: tuple[str, ...] = ()  # a signed client's: the one its document names, else all supported
+    jwks_uri: str | None = None
+    jwks: dict[str, Any] | None = None  # a signed client's keys, when its document holds them
+
+    @property
+    def signed(self) -> bool:
+        """Whether the client proves itself with a signed assertion at the token endpoint."""
+        return self.auth_method == SIGNED
+
+    @property
+    def verified_host(self) -> str | None:
+        """The host a metadata-document client's document lives on (what vouches for its name)."""
+        return urlsplit(self.client_id).hostname if documents.is_document_url(self.client_id) else None
 
     def redirect(self, given: str | None) -> str:
         """The registered redirect URI ``given`` names (the only one, when not given); raises
@@ -79,15 +102,16 @@ class Clients:
             raise OAuthError("invalid_redirect_uri", f"redirect_uris must list 1 to {MAX_REDIRECT_URIS} URIs.")
         uris = [check_redirect_uri(uri, self.schemes) for uri in uris]
         grants = metadata.get("grant_types", ["authorization_code"])
-        if not isinstance(grants, list) or not set(grants) <= GRANT_TYPES:
-            raise OAuthError("invalid_client_metadata", "grant_types may hold authorization_code and refresh_token.")
-        if metadata.get("response_types", ["code"]) != ["code"]:
-            raise OAuthError("invalid_client_metadata", "response_types may only be [\"code\"].")
+        if not isinstance(grants, list) or not all(isinstance(grant, str) for grant in grants):
+            raise OAuthError("invalid_client_metadata", "grant_types must be a list of grant types.")
+        responses = metadata.get("response_types", ["code"])
+        if not isinstance(responses, list) or "code" not in responses:
+            raise OAuthError("invalid_client_metadata", "response_types must include \"code\" (the only one served).")
         name = _name(metadata.get("client_name"), uris[0])
         client_id = self.sealer.seal({"n": name, "u": uris})
         return {"client_id": client_id, "client_id_issued_at": int(time.time()), "client_name": name,
-                "redirect_uris": uris, "grant_types": sorted(set(grants) | {"authorization_code"}),
-                "response_types": ["code"], "token_endpoint_auth_method": "none"}
+                "redirect_uris": uris, "grant_types": sorted(set(grants) & GRANT_TYPES | {"authorization_code"}),
+                "response_types": ["code"], "token_endpoint_auth_method": PUBLIC}
 
     def find(self, client_id: Any) -> Client:
         """The client a ``client_id`` names; raises ``invalid_client``."""
@@ -107,14 +131,42 @@ class Clients:
         uris = document.get("redirect_uris")
         if not isinstance(uris, list) or not 0 < len(uris) <= MAX_REDIRECT_URIS:
             raise OAuthError("invalid_client", "The client's metadata document lists no redirect_uris.")
-        if document.get("token_endpoint_auth_method", "none") != "none":
-            raise OAuthError("invalid_client", "This server takes public clients only (token_endpoint_auth_method "
-                             "none).")
         try:
             checked = tuple(check_redirect_uri(uri, self.schemes) for uri in uris)
         except OAuthError as exc:
             raise OAuthError("invalid_client", exc.description) from None
-        return Client(url, _name(document.get("client_name"), url), checked)
+        name = _name(document.get("client_name"), url)
+        method = document.get("token_endpoint_auth_method", PUBLIC)
+        if method == PUBLIC:
+            return Client(url, name, checked)
+        if method != SIGNED:
+            raise OAuthError("invalid_client", "The application's metadata document asks for a way of signing in "
+                             f"this server does not offer ({str(method)[:40]}): it accepts public clients and signed "
+                             "ones (private_key_jwt).")
+        return Client(url, name, checked, SIGNED, _signing_algs(document), *_keys(document, self.loopback_documents))
+
+
+def _signing_algs(document: dict[str, Any]) -> tuple[str, ...]:
+    """The algorithms a signed client's assertions may use: the one its document names, else all supported."""
+    named = document.get("token_endpoint_auth_signing_alg")
+    if named is None:
+        return SIGNING_ALGS
+    if named not in SIGNING_ALGS:
+        raise OAuthError("invalid_client", f"The application's metadata document names a signing algorithm this "
+                         f"server does not accept ({str(named)[:20]}); it accepts {', '.join(SIGNING_ALGS)}.")
+    return (named,)
+
+
+def _keys(document: dict[str, Any], loopback: bool) -> tuple[str | None, dict[str, Any] | None]:
+    """Where a signed client's keys are: its ``jwks_uri`` (checked as a document's URL is), or its ``jwks``."""
+    uri, keys = document.get("jwks_uri"), document.get("jwks")
+    if isinstance(uri, str) and keys is None:
+        documents.check_url(uri, loopback)
+        return uri, None
+    if isinstance(keys, dict) and isinstance(keys.get("keys"), list) and uri is None:
+        return None, keys
+    raise OAuthError("invalid_client", "The application's metadata document signs its requests but gives no keys "
+                     "(one jwks_uri, or jwks).")
 
 
 def _name(given: Any, fallback_uri: str) -> str:

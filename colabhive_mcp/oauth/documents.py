@@ -1,7 +1,8 @@
-"""Client ID Metadata Documents fetched without becoming a proxy into private networks.
+"""Client ID Metadata Documents (and the key sets they name) fetched without becoming a proxy into
+private networks.
 
 The ``client_id`` of such a client is an https URL; the server fetches it to learn the client's
-name and redirect URIs. The URL's host is resolved once, every address it resolves to must be
+name and redirect URIs, and, for a client that signs its token requests, its ``jwks_uri``. The URL's host is resolved once, every address it resolves to must be
 public (no loopback, private, link-local, shared or reserved range), and the connection goes to
 that checked address (so a second lookup cannot rebind it), with TLS verified for the host name.
 No redirects; at most :data:`MAX_BYTES`, all of it, the lookup included, within :data:`TIMEOUT_S`; a
@@ -48,14 +49,15 @@ def is_document_url(client_id: str) -> bool:
     return client_id.startswith(("https://", "http://"))
 
 
-def fetch(url: str, *, loopback: bool = False) -> dict[str, Any]:
-    """The JSON object at ``url`` (cached briefly); raises :class:`OAuthError` ``invalid_client``
-    saying why it cannot be had. ``loopback``: this machine's addresses are allowed (tests)."""
+def fetch(url: str, *, loopback: bool = False, fresh: bool = False) -> dict[str, Any]:
+    """The JSON object at ``url`` (cached briefly, unless ``fresh`` is asked for); raises
+    :class:`OAuthError` ``invalid_client`` saying why it cannot be had. ``loopback``: this machine's
+    addresses are allowed (tests)."""
     with _lock:
-        found = _cache.get(url)
+        found = None if fresh else _cache.get(url)
     if found is not None:
         return found
-    parts, port = _checked_url(url, loopback)
+    parts, port = check_url(url, loopback)
     places = _fetching
     if not places.acquire(blocking=False):
         raise _busy()
@@ -91,8 +93,9 @@ def _refused(why: str) -> OAuthError:
     return OAuthError("invalid_client", f"The client's metadata document {why}.")
 
 
-def _checked_url(url: str, loopback: bool) -> tuple[SplitResult, int]:
-    """The URL's parts and its port, once it is one a document may be fetched from."""
+def check_url(url: str, loopback: bool) -> tuple[SplitResult, int]:
+    """The URL's parts and its port, once it is one a document may be fetched from; raises
+    ``invalid_client`` saying why not."""
     parts = urlsplit(url)
     if parts.scheme != "https" and not (loopback and parts.scheme == "http" and is_loopback(parts.hostname)):
         raise _refused("must be at an https URL")

@@ -42,6 +42,7 @@ class Grant:
     client_id: str
     resource: str
     scope: str = SCOPE
+    signed: bool = False  # the client proves itself with a signed assertion at the token endpoint
 
 
 def digest(text: str) -> str:
@@ -73,16 +74,18 @@ class Grants:
 
     def code(self, grant: Grant, redirect_uri: str, challenge: str) -> str:
         return self.codes.seal({"k": grant.key, "c": grant.client_id, "r": grant.resource, "s": grant.scope,
-                                "u": redirect_uri, "p": challenge}, CODE_TTL_S)
+                                "u": redirect_uri, "p": challenge, **_signed(grant)}, CODE_TTL_S)
 
-    def redeem(self, form: Mapping[str, str]) -> dict[str, Any]:
+    def redeem(self, form: Mapping[str, str], proven: str | None) -> dict[str, Any]:
         """``grant_type=authorization_code``: tokens for a genuine, unused code, presented by its
-        client with its redirect URI and the PKCE verifier of its challenge."""
+        client (``proven`` by its assertion, for a signed client) with its redirect URI and the PKCE
+        verifier of its challenge."""
         code = self.codes.open(form.get("code"))
         if code is None:
             raise OAuthError("invalid_grant", "The authorization code is invalid or expired.")
-        if form.get("client_id") != code["c"]:
+        if (proven or form.get("client_id")) != code["c"]:
             raise OAuthError("invalid_grant", "The authorization code was issued to another client.")
+        _check_proof(bool(code.get("a")), proven)
         if form.get("redirect_uri") != code["u"]:
             raise OAuthError("invalid_grant", "redirect_uri differs from the authorization request's.")
         verifier = form.get("code_verifier") or ""
@@ -91,7 +94,7 @@ class Grants:
         self._check_resource(form.get("resource"), code["r"])
         name = digest(form["code"])
         self._use(name, 0, "The authorization code was already used.")
-        return self.tokens(Grant(code["k"], code["c"], code["r"], code["s"]), name, 1)
+        return self.tokens(Grant(code["k"], code["c"], code["r"], code["s"], bool(code.get("a"))), name, 1)
 
     # -- tokens ------------------------------------------------------------------------------------
 
@@ -99,26 +102,29 @@ class Grants:
         """The token response (RFC 6749 §5.1): an access token and the refresh token of ``generation``
         of the grant ``name``."""
         bound = _bound(grant)
+        refresh = {**bound, "f": name, "g": generation, **_signed(grant)}
         return {"access_token": self.access.seal(bound, self.access_ttl), "token_type": "Bearer",
                 "expires_in": int(self.access_ttl), "scope": grant.scope,
-                "refresh_token": self.refresh.seal({**bound, "f": name, "g": generation}, self.refresh_ttl)}
+                "refresh_token": self.refresh.seal(refresh, self.refresh_ttl)}
 
-    def refresh_grant(self, form: Mapping[str, str]) -> Grant:
-        """``grant_type=refresh_token``: the grant of a genuine refresh token of this client, not yet
-        spent (the caller checks its key with the gateway first, then :meth:`rotate`)."""
+    def refresh_grant(self, form: Mapping[str, str], proven: str | None) -> Grant:
+        """``grant_type=refresh_token``: the grant of a genuine refresh token of this client (``proven``
+        by its assertion, for a signed client), not yet spent (the caller checks its key with the
+        gateway first, then :meth:`rotate`)."""
         token = self.refresh.open(form.get("refresh_token"))
         if token is None:
             raise OAuthError("invalid_grant", "The refresh token is invalid or expired.")
-        client_id = form.get("client_id") or ""
+        client_id = proven or form.get("client_id") or ""
         if not secrets.compare_digest(digest(client_id), token["c"]):
             raise OAuthError("invalid_grant", "The refresh token was issued to another client.")
+        _check_proof(bool(token.get("a")), proven)
         if token["r"] != self.resource_digest:
             raise OAuthError("invalid_target", "The refresh token is for another resource.")
         self._check_resource(form.get("resource"), self.resource)
         granted = str(token.get("s") or SCOPE)
         if set((form.get("scope") or granted).split()) - set(granted.split()):
             raise OAuthError("invalid_scope", "A refresh cannot widen the scope.")
-        return Grant(token["k"], client_id, self.resource, granted)
+        return Grant(token["k"], client_id, self.resource, granted, bool(token.get("a")))
 
     def rotate(self, refresh_token: str, grant: Grant) -> dict[str, Any]:
         """Spend ``refresh_token`` (once, across the instance) for new tokens of ``grant``, of the next
@@ -168,6 +174,21 @@ def use_once(store: InstanceStore, space: str, name: str, ttl: float, again: OAu
     if marked is Marked.FAILED:
         raise OAuthError("temporarily_unavailable", "This server cannot record the use just now (its store "
                          "failed); try again shortly.", 503, int(BUSY_RETRY_S))
+
+
+def _signed(grant: Grant) -> dict[str, Any]:
+    """What a code or refresh token of a signed client carries, so that its use needs the client's proof."""
+    return {"a": 1} if grant.signed else {}
+
+
+def _check_proof(signed: bool, proven: str | None) -> None:
+    """A signed client's code or refresh token is used with its assertion; a public one's without."""
+    if signed and proven is None:
+        raise OAuthError("invalid_client", "This application signs its token requests: a client_assertion "
+                         "(private_key_jwt) is required.", 401)
+    if proven is not None and not signed:
+        raise OAuthError("invalid_client", "This grant is a public client's: it is used without a "
+                         "client_assertion.", 401)
 
 
 def _bound(grant: Grant) -> dict[str, Any]:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from .clients import PUBLIC, SIGNED, SIGNING_ALGS
+
 SCOPE = "mcp"  # the one scope: this key's ColabHive tools
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"
 AUTHORIZATION_SERVER_METADATA_PATH = "/.well-known/oauth-authorization-server"
@@ -26,6 +28,10 @@ class Endpoints:
     def of(cls, public_url: str) -> Endpoints:
         parts = urlsplit(public_url)
         return cls(public_url, f"{parts.scheme}://{parts.netloc}")
+
+    @property
+    def token_endpoint(self) -> str:
+        return self.issuer + TOKEN_PATH
 
     @property
     def resource_metadata_url(self) -> str:
@@ -45,16 +51,18 @@ class Endpoints:
                 "resource_documentation": DOCUMENTATION}
 
     def authorization_server(self) -> dict[str, Any]:
-        """RFC 8414 authorization server metadata: code flow with PKCE S256, public clients."""
+        """RFC 8414 authorization server metadata: code flow with PKCE S256, public clients and
+        clients that sign their token requests (RFC 7523)."""
         return {"issuer": self.issuer,
                 "authorization_endpoint": self.issuer + AUTHORIZE_PATH,
-                "token_endpoint": self.issuer + TOKEN_PATH,
+                "token_endpoint": self.token_endpoint,
                 "registration_endpoint": self.issuer + REGISTER_PATH,
                 "scopes_supported": [SCOPE],
                 "response_types_supported": ["code"],
                 "response_modes_supported": ["query"],
                 "grant_types_supported": ["authorization_code", "refresh_token"],
-                "token_endpoint_auth_methods_supported": ["none"],
+                "token_endpoint_auth_methods_supported": [PUBLIC, SIGNED],
+                "token_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
                 "code_challenge_methods_supported": ["S256"],
                 "authorization_response_iss_parameter_supported": True,
                 "client_id_metadata_document_supported": True,

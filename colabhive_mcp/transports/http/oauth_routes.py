@@ -26,6 +26,7 @@ from ...limits import BUSY_RETRY_S
 from ...logs import log
 from ...oauth import OAuthError
 from ...oauth.errors import refused
+from ...oauth.assertions import Assertions
 from ...oauth.clients import Clients
 from ...oauth.consent import Consent, Redirected, error_page, page, security_headers
 from ...oauth.grants import Grant
@@ -51,6 +52,7 @@ class OAuthRoutes:
         secret = config.session_secret
         self.clients = Clients(secret, config.oauth_redirect_schemes, loopback_documents=config.oauth_loopback_clients)
         self.consent = Consent(secret, self.clients, self.endpoints)
+        self.assertions = Assertions(self.clients, self.endpoints, self.store)
         resource_path = RESOURCE_METADATA_PATH + "/mcp"
         self.public: dict[str, dict[str, Callable[[HttpRequest], Answer]]] = {
             RESOURCE_METADATA_PATH: {"GET": self.resource_metadata},
@@ -121,7 +123,7 @@ class OAuthRoutes:
             return self._back(wanted.redirect_uri, wanted.state, error="access_denied",
                               error_description="The user did not allow access.")
         key = (form.get("key") or "").strip()
-        grant = Grant(key, wanted.client.client_id, wanted.resource)
+        grant = Grant(key, wanted.client.client_id, wanted.resource, signed=wanted.client.signed)
         problem = self._key_problem(grant, address)
         if problem is not None:
             refused(problem)
@@ -176,12 +178,13 @@ class OAuthRoutes:
             if request.mimetype != FORM:
                 raise OAuthError("invalid_request", f"The token request must be {FORM}.")
             grant_type = form.get("grant_type")
-            if grant_type == "authorization_code":
-                tokens = self.grants.redeem(form)
-            elif grant_type == "refresh_token":
-                tokens = self._refresh(form, address)
-            else:
+            if grant_type not in ("authorization_code", "refresh_token"):
                 raise OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token.")
+            proven = self.assertions.client_of(form)
+            if grant_type == "authorization_code":
+                tokens = self.grants.redeem(form, proven)
+            else:
+                tokens = self._refresh(form, proven, address)
         except OAuthError as exc:
             refused(exc)
             return _json_refusal(exc)
@@ -189,10 +192,10 @@ class OAuthRoutes:
         log.bind(grant_type=grant_type).info("oauth.token.issued")
         return _json(tokens, 200, NO_STORE)
 
-    def _refresh(self, form: dict[str, str], address: str) -> dict[str, Any]:
+    def _refresh(self, form: dict[str, str], proven: str | None, address: str) -> dict[str, Any]:
         """New tokens for a refresh token, once the gateway says now that it still accepts the key (a
         warm tenant's word is not enough: the key may have been revoked since)."""
-        grant = self.grants.refresh_grant(form)
+        grant = self.grants.refresh_grant(form, proven)
         asked = time.monotonic()
         try:
             with self.tenancy.tenant(ApiKey.of(grant.key), address) as tenant:
