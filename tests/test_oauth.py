@@ -544,3 +544,55 @@ def test_claudes_registration_is_accepted_as_sent_and_answered_with_what_is_hono
         "response_types": ["code"], "token_endpoint_auth_method": "client_secret_basic"})
     assert registered["grant_types"] == ["authorization_code", "refresh_token"]
     assert registered["token_endpoint_auth_method"] == "none" and "client_secret" not in registered
+
+
+# -- the pages a person sees -------------------------------------------------------------------------
+
+def test_the_consent_form_is_taken_from_its_own_origin_only(flow):
+    flow.register()
+    page = flow.authorize(pkce()[1])
+    for origin in ("http://127.0.0.1:9999", "https://127.0.0.1:8765", "null"):
+        answer = flow.send("POST", "/authorize", data={"request": form_token(page.text), "key": DEMO_KEY,
+                                                       "action": "allow"}, headers={"Origin": origin})
+        assert answer.status_code == 403 and "Location" not in answer.headers, origin
+    same = flow.send("POST", "/authorize", data={"request": form_token(page.text), "key": DEMO_KEY, "action": "allow"},
+                     headers={"Origin": "http://127.0.0.1:8765"})
+    assert same.status_code == 303
+
+
+@pytest.mark.parametrize("uri", ["https://evil.example\\@claude.ai/cb", "https://claude.ai\\.evil.example/cb",
+                                 "https://user@claude.ai/cb", "https://claude.ai:99999/cb", "https://clau de.ai/cb",
+                                 "https://claude.ai%2eevil.example/cb", "https://clÄude.ai/cb",
+                                 "https://claude.ai/cb\t", "http://127.0.0.1\\@evil.example/cb"])
+def test_redirect_uris_that_parsers_read_differently_are_refused(uri, flow):
+    with pytest.raises(OAuthError) as refused:
+        Clients(SECRET, ("https", "http")).register({"redirect_uris": [uri]})
+    assert refused.value.error == "invalid_redirect_uri"
+
+
+def test_a_registration_from_before_the_strict_check_gets_an_error_page_not_a_redirect(flow, app):
+    sneaky = "https://evil.example\\@claude.ai/cb"
+    flow.client_id = app.oauth.clients.sealer.seal({"n": "Claude", "u": [sneaky]})  # (as an older server sealed it)
+    flow.redirect_uri = sneaky
+    answer = flow.authorize(pkce()[1])
+    assert answer.status_code == 400 and "Location" not in answer.headers and "backslash" in answer.text
+
+
+def test_the_consent_page_says_who_vouches_where_the_answer_goes_and_how_long_access_lasts(flow, signed):
+    flow.register(client_name="Claude")
+    registered = flow.authorize(pkce()[1]).text
+    assert "“Claude”" in registered and "a name the application gave itself" in registered
+    assert "an application on your own computer" in registered and "port 45678" in registered
+    assert "for 1 hour at a time" in registered and "after 30 days without use" in registered
+    assert "revoke the key" in registered and "verified by its address" not in registered
+    chatgpt, _ = signed
+    by_document = chatgpt.authorize(pkce()[1]).text
+    assert "127.0.0.1, verified by its address" in by_document and "gave itself" not in by_document
+
+
+def test_error_pages_speak_plainly_with_the_code_small_beneath(flow):
+    flow.client_id = "hmcp_client_" + "A" * 60
+    page = flow.authorize(pkce()[1]).text
+    message = page.split('<p class="error">')[1].split("</p>")[0]
+    assert message.startswith("This server does not know this application") and "client_id" not in message
+    assert error_code(page) == "invalid_client" and "<small>" in page

@@ -14,10 +14,11 @@ Redirect URIs are matched exactly, except that a loopback ``http`` redirect may 
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from . import documents
 from .errors import OAuthError
@@ -28,6 +29,8 @@ MAX_REDIRECT_URIS = 10
 MAX_URI_CHARS = 1000
 MAX_NAME_CHARS = 100
 GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
+AMBIGUOUS = re.compile(r"[^!-~]|\\")  # anything but printable ASCII, and the backslash
+HOST = re.compile(r"[a-z0-9._-]+|[0-9a-f:.]+")  # as urlsplit gives it: lowercased, an IPv6 literal unbracketed
 PUBLIC, SIGNED = "none", "private_key_jwt"  # the token endpoint's authentication methods
 # signature algorithms a signed client may use: asymmetric only (PyJWT with cryptography)
 SIGNING_ALGS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
@@ -60,7 +63,9 @@ class Client:
             return self.redirect_uris[0]
         if given is not None and any(matches(uri, given) for uri in self.redirect_uris):
             return given
-        raise OAuthError("invalid_request", "The redirect_uri is not one this application registered.")
+        raise OAuthError("invalid_request", "The redirect_uri is not one this application registered.",
+                         plain="The application asked to send you to an address it did not register; for your "
+                               "safety, you are not sent there.")
 
 
 def matches(registered: str, given: str) -> bool:
@@ -73,18 +78,32 @@ def matches(registered: str, given: str) -> bool:
 
 
 def check_redirect_uri(uri: Any, schemes: tuple[str, ...]) -> str:
-    """A redirect URI a client may register: an allowed scheme, http only to loopback, no fragment."""
+    """A redirect URI a client may register: an allowed scheme, http only to loopback, no fragment,
+    and nothing URL parsers read differently (so the host the consent page names is the one a
+    browser goes to): printable ASCII without backslashes, and for http(s) a plain host, no user part."""
     if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_CHARS:
         raise OAuthError("invalid_redirect_uri", "Each redirect URI must be a string of at most "
                          f"{MAX_URI_CHARS} characters.")
+    if AMBIGUOUS.search(uri):
+        raise OAuthError("invalid_redirect_uri", f"Redirect URI {uri[:200]!r} holds characters browsers and URL "
+                         "parsers read differently (spaces, backslashes, control or non-ASCII characters).")
     parts = urlsplit(uri)
-    if parts.scheme not in schemes or parts.fragment or (parts.scheme in ("http", "https") and not parts.hostname):
+    if parts.scheme not in schemes or parts.fragment or (parts.scheme in ("http", "https") and not _plain_host(parts)):
         raise OAuthError("invalid_redirect_uri", f"Redirect URI {uri[:200]!r} must be absolute, without a fragment, "
-                         f"with one of the schemes {', '.join(schemes)}.")
+                         f"with one of the schemes {', '.join(schemes)}, and name a plain host (no user part).")
     if parts.scheme == "http" and not is_loopback(parts.hostname):
         raise OAuthError("invalid_redirect_uri", f"Redirect URI {uri[:200]!r}: plain http only to this machine "
                          "(localhost, 127.0.0.1 or [::1]); use https.")
     return uri
+
+
+def _plain_host(parts: SplitResult) -> bool:
+    """Whether an http(s) URL names its host plainly: a DNS name or an IP literal, a valid port, no user part."""
+    try:
+        parts.port  # (urlsplit checks a port only when asked for it)
+    except ValueError:
+        return False
+    return "@" not in parts.netloc and bool(parts.hostname) and bool(HOST.fullmatch(parts.hostname or ""))
 
 
 class Clients:
@@ -116,12 +135,15 @@ class Clients:
     def find(self, client_id: Any) -> Client:
         """The client a ``client_id`` names; raises ``invalid_client``."""
         if not isinstance(client_id, str) or not client_id:
-            raise OAuthError("invalid_request", "client_id is missing.")
+            raise OAuthError("invalid_request", "client_id is missing.",
+                             plain="The application did not say which application it is, so it cannot connect.")
         if documents.is_document_url(client_id):
             return self._from_document(client_id)
         record = self.sealer.open(client_id)
         if record is None:
-            raise OAuthError("invalid_client", "This client_id was not issued here (register again).", 401)
+            raise OAuthError("invalid_client", "This client_id was not issued here (register again).", 401,
+                             plain="This server does not know this application (it may have been set up for another "
+                                   "server): remove the connection in the application and add it again.")
         return Client(client_id, record["n"], tuple(record["u"]))
 
     def _from_document(self, url: str) -> Client:

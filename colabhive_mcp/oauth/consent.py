@@ -1,26 +1,21 @@
-"""The authorization request and the consent page that answers it.
+"""The authorization request, and the consent form that answers it.
 
 ``GET /authorize`` is checked in two steps (RFC 6749 §4.1.2.1): a request whose client or
 redirect URI is wrong gets an error page and never a redirect (no open redirect); any other
 fault goes back to the client's redirect URI as an error, with ``state`` and ``iss``. A good
-request gets a small page: which application asks, where it will be sent, one field for the key.
+request gets the consent page (:mod:`colabhive_mcp.oauth.pages`).
 
 The page holds the request in a sealed, expiring form token, so the POST that answers it needs
-no cookie and cannot be forged for another request; it works without JavaScript, and its headers
-forbid framing, caching, referrers to other sites and any resource but its own inline style.
+no cookie and cannot be forged for another request; it works without JavaScript.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import html
 from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..keys import KEYS_URL
-from .clients import Client, Clients
+from .clients import Client, Clients, check_redirect_uri
 from .errors import OAuthError
 from .grants import same_resource
 from .metadata import Endpoints
@@ -62,6 +57,10 @@ class Consent:
         bad client or redirect URI, :class:`Redirected` for the rest."""
         client = self.clients.find(params.get("client_id"))
         redirect_uri = client.redirect(params.get("redirect_uri"))
+        try:  # (registered before the check was as strict as it is now)
+            check_redirect_uri(redirect_uri, self.clients.schemes)
+        except OAuthError as exc:
+            raise OAuthError("invalid_request", exc.description) from None
         state = params.get("state")
 
         def refuse(error: str, description: str) -> Redirected:
@@ -84,8 +83,8 @@ class Consent:
         """The request a consent form carries; raises ``invalid_request`` when it expired or was altered."""
         fields = self.forms.open(token)
         if fields is None:
-            raise OAuthError("invalid_request", "This page has expired: go back to the application and connect "
-                             "again.")
+            raise OAuthError("invalid_request", "The consent form expired or was altered.",
+                             plain="This page has expired: go back to the application and connect again.")
         client = self.clients.find(fields["c"])
         return AuthorizationRequest(client, fields["u"], fields["t"], fields["p"], fields["r"])
 
@@ -95,64 +94,3 @@ class Consent:
         query = parse_qsl(parts.query, keep_blank_values=True) + list(params.items())
         query += ([("state", state)] if state is not None else []) + [("iss", self.endpoints.issuer)]
         return urlunsplit(parts._replace(query=urlencode(query)))
-
-
-# -- the page ------------------------------------------------------------------------------------
-
-STYLE = ("body{font:16px/1.5 system-ui,sans-serif;max-width:32em;margin:3em auto;padding:0 1em;color:#222}"
-         "h1{font-size:1.4em}.who{background:#f4f4f6;border-radius:8px;padding:.8em 1em}"
-         ".error{color:#a00;font-weight:600}label{display:block;margin:1.2em 0 .3em;font-weight:600}"
-         "input[type=password]{width:100%;box-sizing:border-box;padding:.5em;font:inherit}"
-         "button{margin:1em .5em 0 0;padding:.5em 1.2em;font:inherit}small{color:#555}")
-STYLE_HASH = base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
-
-
-def security_headers(redirect_uri: str | None) -> dict[str, str]:
-    """What a page that takes a secret sends: no framing, no caching, no referrer to other sites (with
-    none at all, browsers post the form with ``Origin: null``, which the edge refuses), nothing loaded
-    but its own style; a form may post here, and (Chromium checks redirects too) go on to the client."""
-    targets = "'self'" + (f" {_source(redirect_uri)}" if redirect_uri else "")
-    return {"Content-Security-Policy": f"default-src 'none'; style-src 'sha256-{STYLE_HASH}'; form-action {targets}; "
-                                       "frame-ancestors 'none'; base-uri 'none'",
-            "X-Frame-Options": "DENY", "Cache-Control": "no-store", "Pragma": "no-cache",
-            "Referrer-Policy": "same-origin", "X-Content-Type-Options": "nosniff"}
-
-
-def _source(uri: str) -> str:
-    """The CSP source of a redirect URI: its origin, or its scheme for an app's own scheme."""
-    parts = urlsplit(uri)
-    return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") else f"{parts.scheme}:"
-
-
-def page(request: AuthorizationRequest, form_token: str, error: str | None = None) -> str:
-    """The consent page: who asks, what it gets, the key field."""
-    e = html.escape
-    host = urlsplit(request.redirect_uri).hostname or urlsplit(request.redirect_uri).scheme
-    notice = f'<p class="error" role="alert">{e(error)}</p>' if error else ""
-    return _document("Connect to ColabHive", f"""<h1>Connect {e(request.client.name)} to ColabHive</h1>
-<div class="who"><p><b>{e(request.client.name)}</b> asks to use the ColabHive tools of the API key you enter
-below, as you could yourself. When you allow it, you are sent back to <b>{e(host)}</b>.</p></div>
-{notice}<form method="post" action="/authorize">
-<input type="hidden" name="request" value="{e(form_token)}">
-<label for="key">Your ColabHive API key</label>
-<input type="password" id="key" name="key" autocomplete="off" required placeholder="hive_...">
-<small>Find it, or make one, at <a href="{KEYS_URL}">{KEYS_URL}</a>. The key stays sealed
-inside the access the application gets; revoke it there to end that access.</small><br>
-<button type="submit" name="action" value="allow">Allow</button>
-<button type="submit" name="action" value="deny" formnovalidate>Deny</button>
-</form>""")
-
-
-def error_page(error: OAuthError) -> str:
-    """A request that cannot be answered at any redirect URI: said here, and nowhere else (the
-    sentence for the user, the RFC's error code for the application's makers)."""
-    return _document("Cannot connect", f"<h1>This application cannot connect</h1>\n<p class=\"error\">"
-                                       f"{html.escape(error.description)}</p>\n<p>Go back to the application and "
-                                       "try again; if it keeps failing, tell its makers.</p>\n"
-                                       f"<p><small>Error code: <code>{html.escape(error.error)}</code></small></p>")
-
-
-def _document(title: str, body: str) -> str:
-    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width,initial-scale=1"><title>{title}</title>'
-            f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n")

@@ -90,7 +90,8 @@ def _busy() -> OAuthError:
 
 
 def _refused(why: str) -> OAuthError:
-    return OAuthError("invalid_client", f"The client's metadata document {why}.")
+    return OAuthError("invalid_client", f"The client's metadata document {why}.",
+                      plain="This server could not read the application's description, so it cannot connect.")
 
 
 def check_url(url: str, loopback: bool) -> tuple[SplitResult, int]:

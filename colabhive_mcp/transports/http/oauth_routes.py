@@ -14,7 +14,7 @@ import json
 import math
 import time
 from typing import Any, Callable
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 from werkzeug.wrappers import Response
 
@@ -28,7 +28,8 @@ from ...oauth import OAuthError
 from ...oauth.errors import refused
 from ...oauth.assertions import Assertions
 from ...oauth.clients import Clients
-from ...oauth.consent import Consent, Redirected, error_page, page, security_headers
+from ...oauth.consent import AuthorizationRequest, Consent, Redirected
+from ...oauth.pages import Lifetimes, consent_page, error_page, security_headers
 from ...oauth.grants import Grant
 from ...oauth.metadata import (AUTHORIZATION_SERVER_METADATA_PATH, AUTHORIZE_PATH, REGISTER_PATH,
                                RESOURCE_METADATA_PATH, TOKEN_PATH)
@@ -53,6 +54,7 @@ class OAuthRoutes:
         self.clients = Clients(secret, config.oauth_redirect_schemes, loopback_documents=config.oauth_loopback_clients)
         self.consent = Consent(secret, self.clients, self.endpoints)
         self.assertions = Assertions(self.clients, self.endpoints, self.store)
+        self.lifetimes = Lifetimes(config.oauth_access_token_ttl, config.oauth_refresh_token_ttl)
         resource_path = RESOURCE_METADATA_PATH + "/mcp"
         self.public: dict[str, dict[str, Callable[[HttpRequest], Answer]]] = {
             RESOURCE_METADATA_PATH: {"GET": self.resource_metadata},
@@ -104,10 +106,15 @@ class OAuthRoutes:
             refused(exc.error)
             return self._back(exc.redirect_uri, exc.state, error=exc.error.error,
                               error_description=exc.error.description)
-        return _page(page(wanted, self.consent.form_token(wanted)), 200, wanted.redirect_uri)
+        return self._consent_page(wanted, 200)
 
     def decide(self, request: HttpRequest) -> Answer:
         """``POST /authorize``: the user's answer; a code only for a key the gateway accepts."""
+        if not _same_origin(request.headers.get("Origin"), self.endpoints.issuer):
+            refused(OAuthError("foreign_origin", "a consent form posted from another origin"))
+            return _refusal_page(OAuthError("invalid_request", "The consent form was posted from another origin.",
+                                            403, plain="This form was sent from another website, so it is refused: "
+                                                       "start connecting again from the application."))
         address = client_address(request)
         limited = self._rate_limit(CONSENTS, address, self.config.oauth_consents_per_minute, "attempts")
         if limited is not None:
@@ -127,8 +134,7 @@ class OAuthRoutes:
         problem = self._key_problem(grant, address)
         if problem is not None:
             refused(problem)
-            return _retry_after(_page(page(wanted, self.consent.form_token(wanted), problem.description),
-                                      problem.status, wanted.redirect_uri), problem)
+            return _retry_after(self._consent_page(wanted, problem.status, problem.description), problem)
         code = self.grants.code(grant, wanted.redirect_uri, wanted.challenge)
         metrics.OAUTH.labels("code_issued", "").inc()
         log.bind(client=wanted.client.name, tenant=ApiKey.of(key).log_id).info("oauth.code.issued")
@@ -140,8 +146,12 @@ class OAuthRoutes:
         if wait is None:
             return None
         refused(OAuthError("rate_limited", f"too many {what} from one address"))
-        return OAuthError("temporarily_unavailable", f"More than {limit} {what} from your address in a minute: wait "
-                          "a minute, then try again.", 429, max(1, round(wait)))
+        sentence = f"More than {limit} {what} from your address in a minute: wait a minute, then try again."
+        return OAuthError("temporarily_unavailable", sentence, 429, max(1, round(wait)), plain=sentence)
+
+    def _consent_page(self, wanted: AuthorizationRequest, status: int, error: str | None = None) -> Response:
+        text = consent_page(wanted.client, wanted.redirect_uri, self.consent.form_token(wanted), self.lifetimes, error)
+        return _page(text, status, wanted.redirect_uri)
 
     def _key_problem(self, grant: Grant, address: str) -> OAuthError | None:
         """Why the key typed cannot be granted (its sentence is shown on the consent page), else ``None``."""
@@ -222,6 +232,21 @@ class OAuthRoutes:
         return _json(registered, 201, NO_STORE)
 
 
+def _same_origin(origin: str | None, issuer: str) -> bool:
+    """Whether a form's ``Origin`` (browsers send one with every POST; other clients need none) is the
+    issuer's: scheme, host and port alike (the edge has only checked the host)."""
+    return origin is None or _origin_of(origin) == _origin_of(issuer)
+
+
+def _origin_of(url: str) -> tuple[str, str, int] | None:
+    parts = urlsplit(url.strip())
+    try:
+        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme.lower(), 0)
+    except ValueError:
+        return None
+    return (parts.scheme.lower(), (parts.hostname or ""), port) if parts.hostname else None
+
+
 def _form(request: HttpRequest) -> dict[str, str]:
     """A form body's fields (the first of each name)."""
     fields: dict[str, str] = {}
@@ -247,8 +272,9 @@ def _json_refusal(exc: OAuthError) -> Response:
 
 def _refusal_page(exc: OAuthError) -> Response:
     """The page for a refusal with no client to send the user back to: 400, or the refusal's own
-    status when trying again later may succeed."""
-    return _retry_after(_page(error_page(exc), exc.status if exc.retry_after else 400, None), exc)
+    status when trying again later may succeed, or for a form from another origin (403)."""
+    return _retry_after(_page(error_page(exc), exc.status if exc.retry_after or exc.status == 403 else 400, None),
+                        exc)
 
 
 def _retry_after(answer: Response, exc: OAuthError) -> Response:
