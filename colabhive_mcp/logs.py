@@ -26,8 +26,11 @@ import threading
 import traceback
 from typing import Any, Callable, Iterator, TextIO
 
-_SECRET = re.compile(r"(hive_[A-Za-z0-9_\-]{4,})|((?i:bearer)\s+[A-Za-z0-9._~+/=\-]{4,})")
-_MAYBE_SECRET = re.compile(r"hive_|(?i:bearer)")  # in every secret that _SECRET finds, even JSON-escaped
+# an API key, a bearer token, or a sealed OAuth value (access and refresh token, code, client, form)
+_SECRET = re.compile(r"(hive_[A-Za-z0-9_\-]{4,})|((?i:bearer)\s+[A-Za-z0-9._~+/=\-]{4,})"
+                     r"|(hmcp_(?:at|rt|code|client|form)_[A-Za-z0-9_\-]{4,})")
+_MAYBE_SECRET = re.compile(r"hive_|hmcp_|(?i:bearer)")  # in every secret that _SECRET finds, even JSON-escaped
+_REDACTED = ("hive_…redacted", "Bearer …redacted", "hmcp_…redacted")
 _context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("colabhive_log_context", default={})
 ExcInfo = tuple[type[BaseException], BaseException, Any]
 LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
@@ -87,8 +90,8 @@ def context(**fields: Any) -> Iterator[None]:
 
 
 def redact(text: str) -> str:
-    """Replace anything that looks like an API key or bearer token."""
-    return _SECRET.sub(lambda m: "hive_…redacted" if m.group(1) else "Bearer …redacted", text)
+    """Replace anything that looks like an API key, a bearer token or a sealed OAuth value."""
+    return _SECRET.sub(lambda m: _REDACTED[m.lastindex - 1 if m.lastindex else 0], text)
 
 
 def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = None, file: str | None = None) -> None:

@@ -103,6 +103,7 @@ class Pages:
 
     def __init__(self):
         served = self.served = {}
+        headers = self.headers = {}  # path -> extra headers of its answer
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
@@ -110,6 +111,8 @@ class Pages:
                 self.send_response(200 if self.path.split("?")[0] in served else 404)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
+                for name, value in headers.get(self.path.split("?")[0], {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(body)
 

@@ -110,6 +110,15 @@ def test_text_records_are_readable_and_redacted_too():
     assert PLANTED not in result.stderr
 
 
+def test_sealed_oauth_values_are_redacted_by_their_prefixes():
+    from colabhive_mcp.logs import redact
+
+    for prefix in ("hmcp_at_", "hmcp_rt_", "hmcp_code_", "hmcp_client_", "hmcp_form_"):
+        assert redact(f"token={prefix}AbC-d_9xYz and more") == "token=hmcp_…redacted and more", prefix
+    assert redact("a hive_abcdef key, Bearer xyz123") == "a hive_…redacted key, Bearer …redacted"
+    assert redact("hmcp_other_abcdef stays") == "hmcp_other_abcdef stays"
+
+
 def test_secrets_are_redacted_however_json_escapes_them_and_whatever_holds_them():
     code = ("import pathlib\nfrom colabhive_mcp import logs\nlogs.configure('info', 'json')\n"
             f"logs.log.bind(tab='Bearer\\t{PLANTED[5:]}', line='BEARER\\n{PLANTED[5:]}', nested=[{{'k': '{PLANTED}'}}],\n"

@@ -13,7 +13,6 @@ import time
 from http.server import HTTPServer, SimpleHTTPRequestHandler
 
 import pytest
-from cachetools import TTLCache
 from werkzeug.test import Client
 
 from colabhive_mcp.config import Config, ConfigError
@@ -370,24 +369,96 @@ def test_a_metadata_document_whose_host_name_resolves_slowly_is_refused_within_t
     documents._fetching.release()
 
 
-def test_a_metadata_document_is_kept_a_while_and_a_refusal_is_not(document_server, monkeypatch):
+def test_a_metadata_document_is_kept_as_its_cache_control_says_and_a_refusal_briefly(document_server, monkeypatch):
     now = [0.0]
-    monkeypatch.setattr(documents, "_cache", TTLCache(maxsize=256, ttl=documents.CACHE_S, timer=lambda: now[0]))
+    monkeypatch.setattr(documents, "_cache", documents.new_cache(timer=lambda: now[0]))
     clients = Clients(SECRET, ("https", "http"), loopback_documents=True)
     url = document_server("/kept.json", b"not yet")
     with pytest.raises(OAuthError, match="not JSON"):
         clients.find(url)
 
-    def publish(name):
+    def publish(name, cache_control=None):
         document_server("/kept.json", {"client_id": url, "client_name": name, "redirect_uris": ["http://127.0.0.1/cb"]})
+        document_server.__self__.headers["/kept.json"] = {"Cache-Control": cache_control} if cache_control else {}
 
     publish("First")
-    assert clients.find(url).name == "First"  # (the refusal was not kept)
+    with pytest.raises(OAuthError, match="not JSON"):
+        clients.find(url)  # the refusal is remembered: no request goes out for it
+    now[0] += documents.FAILED_S
+    assert clients.find(url).name == "First"
     publish("Second")
     now[0] += documents.CACHE_S - 1
-    assert clients.find(url).name == "First"
+    assert clients.find(url).name == "First"  # (no Cache-Control: kept the longest)
     now[0] += 2
     assert clients.find(url).name == "Second"
+    for cache_control, kept in (("max-age=60", 60), ("public, max-age=100000", documents.CACHE_S),
+                                ("no-store", documents.MIN_CACHE_S), ("max-age=0", documents.MIN_CACHE_S)):
+        publish("Fresh", cache_control)
+        now[0] += documents.CACHE_S  # (whatever was kept is gone)
+        assert clients.find(url).name == "Fresh"
+        publish("Newer")
+        now[0] += kept - 1
+        assert clients.find(url).name == "Fresh", cache_control
+        now[0] += 1
+        assert clients.find(url).name == "Newer", cache_control
+
+
+def test_a_document_served_as_anything_but_json_is_refused(document_server):
+    clients = Clients(SECRET, ("https", "http"), loopback_documents=True)
+    url = document_server.__self__.url("/typed.json")
+    document_server("/typed.json", json.dumps({"client_id": url, "redirect_uris": ["http://127.0.0.1/cb"]}).encode(),
+                    "text/html")
+    with pytest.raises(OAuthError, match="not served as JSON"):
+        clients.find(url)
+
+
+@pytest.mark.parametrize("address", ["::10.0.0.1", "::127.0.0.1", "::ffff:0:10.0.0.1", "64:ff9b::a00:1",
+                                     "64:ff9b:1::a00:1", "2002:a00:1::1", "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+                                     "fec0::1", "::ffff:10.0.0.1", "::ffff:169.254.169.254", "fd00::1", "fe80::1",
+                                     "::1", "::", "10.1.2.3", "100.64.0.1", "169.254.169.254"])
+def test_no_address_that_can_reach_a_private_or_loopback_one_is_public(address):
+    import ipaddress
+
+    assert not documents.public(ipaddress.ip_address(address))
+
+
+def test_public_addresses_stay_public():
+    import ipaddress
+
+    for address in ("8.8.8.8", "2606:4700:4700::1111", "::ffff:8.8.8.8", "2a00:1450:4001:80b::200e"):
+        assert documents.public(ipaddress.ip_address(address)), address
+    assert documents.public(ipaddress.ip_address("::1"), loopback=True)
+
+
+def test_document_fetches_are_limited_per_client_address(sandbox, document_server):
+    app = McpApp(Config(api_url=sandbox.url, session_secret=SECRET, public_url=PUBLIC, oauth_loopback_clients=True,
+                        oauth_document_fetches_per_minute=2))
+    flow = Flow("http://127.0.0.1:8765", PUBLIC, session=AppSession(app))
+    statuses = []
+    for i in range(4):
+        flow.client_id = document_server.__self__.url(f"/never-{i}.json")  # each a new document, each missing
+        statuses.append(flow.authorize(pkce()[1]).status_code)
+    assert statuses == [400, 400, 429, 429]
+    flow.client_id = document_server.__self__.url("/never-0.json")
+    assert flow.authorize(pkce()[1]).status_code == 400  # a failure remembered costs no fetch
+
+
+def test_a_code_issued_by_another_deployment_with_the_same_secret_is_refused(sandbox, flow):
+    other = McpApp(Config(api_url=sandbox.url, session_secret=SECRET, public_url="http://127.0.0.1:8765/other/mcp"))
+    flow.register()
+    verifier, challenge = pkce()
+    code = flow.code(DEMO_KEY, challenge)
+    there = Flow("http://127.0.0.1:8765", "http://127.0.0.1:8765/other/mcp", session=AppSession(other))
+    there.client_id = flow.client_id
+    stolen = there.exchange(code, verifier, resource=None)
+    assert stolen.status_code == 400 and "another resource" in stolen.json()["error_description"]
+
+
+def test_a_client_name_reaches_the_page_and_the_log_without_control_characters(flow, app):
+    registered = flow.register(client_name="Evil\n{\"event\": \"forged\"}\u202egnp.exe\x1b[31m")
+    assert registered["client_name"] == 'Evil {"event": "forged"} gnp.exe [31m'
+    assert app.oauth.clients.find(app.oauth.clients.sealer.seal({"n": "a\nb", "u": ["https://a.example/cb"]})).name \
+        == "a b"  # (a registration sealed before names were cleaned)
 
 
 @pytest.fixture
@@ -418,6 +489,7 @@ def test_a_metadata_document_comes_over_tls_verified_for_its_host_name(tls_docum
         clients.find(url)
     assert untrusted.value.error == "invalid_client"
     monkeypatch.setenv("SSL_CERT_FILE", str(directory / "cert.pem"))
+    monkeypatch.setattr(documents, "_cache", documents.new_cache())  # (a failure is remembered a while)
     assert clients.find(url).redirect_uris == ("https://a.example/cb",)
     with pytest.raises(OAuthError, match="could not be fetched") as other_name:  # the certificate is localhost's
         clients.find(f"https://127.0.0.1:{port}/client.json")

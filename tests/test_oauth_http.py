@@ -10,6 +10,7 @@ import time
 
 import pytest
 import requests
+from hypothesis import given, settings, strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from colabhive_mcp.keys import ApiKey
@@ -18,6 +19,7 @@ from colabhive_mcp.sandbox.contract import fingerprint
 
 from .http_server import HttpServer, SECRET, free_port, log_events, rpc_messages
 from .nginx import Nginx
+from .fuzzing import FUZZ, SERVER_FAILURES, json_values, objects, text
 from .oauth_flow import Flow, Pages, SignedClient, error_code, pkce, query
 from .test_admission import health_time
 from .test_http import initialize, modern, post, rpc
@@ -30,7 +32,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def server(gateway_sandbox):
     server = HttpServer(gateway_sandbox.url, "--http-workers", "2", public=True,
-                        env={"COLABHIVE_OAUTH_LOOPBACK_CLIENTS": "true", "COLABHIVE_OAUTH_CONSENTS_PER_MINUTE": "0"})
+                        env={"COLABHIVE_OAUTH_LOOPBACK_CLIENTS": "true", "COLABHIVE_OAUTH_CONSENTS_PER_MINUTE": "0",
+                             "COLABHIVE_OAUTH_TOKEN_REQUESTS_PER_MINUTE": "0",
+                             "COLABHIVE_OAUTH_DOCUMENT_FETCHES_PER_MINUTE": "0"})
     yield server
     server.stop()
 
@@ -542,3 +546,55 @@ def test_client_documents_that_never_come_hold_a_few_threads_not_all(gateway_san
     assert all("fetching many client metadata documents" in a.text for a in busy)
     assert all(a.status_code == 400 and "too slow to arrive" in a.text for a in answers if a.status_code != 503), \
         [(a.status_code, a.text[:200]) for a in answers]
+
+
+# -- what the security review found besides ------------------------------------------------------
+
+registrations = st.one_of(
+    objects, json_values,
+    st.fixed_dictionaries({}, optional={"redirect_uris": json_values | st.lists(text | json_values, max_size=3),
+                                        "client_name": json_values, "grant_types": json_values,
+                                        "response_types": json_values, "token_endpoint_auth_method": json_values}))
+token_forms = st.dictionaries(st.sampled_from(["grant_type", "code", "refresh_token", "client_id", "redirect_uri",
+                                               "code_verifier", "resource", "scope", "client_assertion",
+                                               "client_assertion_type"]) | text, text, max_size=6)
+
+
+def test_register_answers_any_body_with_201_or_a_400_never_a_500(server):
+    mark = len(server.lines)
+
+    @settings(FUZZ, max_examples=120)
+    @given(body=st.one_of(registrations.map(lambda v: json.dumps(v).encode("utf-8", "surrogatepass")),
+                          st.binary(max_size=200), st.just(b"[" * 100_000),
+                          st.just(b'{"redirect_uris": ["\\ud800"], "client_name": "\\udfff"}')))
+    def register(body):
+        answer = requests.post(server.root + "/register", data=body, headers={"Content-Type": "application/json"},
+                               timeout=30)
+        assert answer.status_code in (201, 400), (answer.status_code, answer.text[:300])
+        assert ("client_id" in answer.json()) if answer.status_code == 201 else answer.json()["error"]
+
+    register()
+    assert_no_failures(server, mark)
+
+
+def test_the_token_endpoint_answers_any_form_with_an_oauth_error_never_a_500(server):
+    mark = len(server.lines)
+
+    @settings(FUZZ, max_examples=120)
+    @given(form=token_forms)
+    def token(form):
+        answer = requests.post(server.root + "/token", data={k.encode("utf-8", "surrogatepass"): v.encode(
+            "utf-8", "surrogatepass") for k, v in form.items()}, timeout=30)
+        assert answer.status_code in (400, 401), (answer.status_code, answer.text[:300])
+        assert answer.json()["error"] and "access_token" not in answer.json()
+
+    token()
+    assert_no_failures(server, mark)
+
+
+def assert_no_failures(server, since):
+    """The server kept serving and logged no unhandled exception since line ``since``."""
+    assert requests.get(server.root + "/healthz", timeout=10).json() == {"status": "ok"}
+    time.sleep(0.1)  # (its stderr is read by a thread)
+    failures = [line for line in server.stderr(since).splitlines() if SERVER_FAILURES.search(line)]
+    assert not failures, "\n".join(failures[:20])

@@ -19,7 +19,7 @@ import jwt
 from cachetools import TTLCache
 
 from . import documents
-from .clients import Client, Clients
+from .clients import Admit, Client, Clients
 from .errors import OAuthError
 from .grants import use_once
 from .metadata import Endpoints
@@ -47,10 +47,11 @@ class Assertions:
         self.clients, self.store, self.clock = clients, store, clock
         self.audiences = [endpoints.token_endpoint, endpoints.issuer]
 
-    def client_of(self, form: Mapping[str, str]) -> str | None:
+    def client_of(self, form: Mapping[str, str], admit: Admit = None) -> str | None:
         """The ``client_id`` a token request's assertion proves (checked against its ``client_id``
         field, when it has one), or ``None`` when it carries none; raises ``invalid_client`` (401)
-        for any assertion that does not prove its client."""
+        for any assertion that does not prove its client. ``admit``: asked before a document or a
+        key set is fetched."""
         assertion, kind = form.get("client_assertion"), form.get("client_assertion_type")
         if assertion is None and kind is None:
             return None
@@ -63,8 +64,8 @@ class Assertions:
             header = jwt.get_unverified_header(assertion)
         except jwt.PyJWTError:
             raise refused("is not a JWT") from None
-        client = self._signed_client(claimed.get("iss"), form.get("client_id"))
-        claims = self._verified(assertion, header, client)
+        client = self._signed_client(claimed.get("iss"), form.get("client_id"), admit)
+        claims = self._verified(assertion, header, client, admit)
         lifetime = claims["exp"] - self.clock()
         if lifetime > MAX_LIFETIME_S:
             raise refused(f"lives too long (at most {int(MAX_LIFETIME_S)} s)")
@@ -72,21 +73,21 @@ class Assertions:
                  refused("was used before (each is used once)"))
         return client.client_id
 
-    def _signed_client(self, issuer: Any, client_id: str | None) -> Client:
+    def _signed_client(self, issuer: Any, client_id: str | None, admit: Admit) -> Client:
         """The signed client an assertion's issuer names, which the request's ``client_id`` (if any) names too."""
         if not isinstance(issuer, str) or (client_id and client_id != issuer):
             raise refused("is not issued by the client_id of the request")
-        client = self.clients.find(issuer)
+        client = self.clients.find(issuer, admit)
         if not client.signed:
             raise refused("is from a client whose registration does not sign its requests")
         return client
 
-    def _verified(self, assertion: str, header: dict[str, Any], client: Client) -> dict[str, Any]:
+    def _verified(self, assertion: str, header: dict[str, Any], client: Client, admit: Admit) -> dict[str, Any]:
         """The assertion's claims, once its signature, audience, issuer, subject and times hold."""
         algorithm = header.get("alg")
         if algorithm not in client.signing_algs:
             raise refused(f"is signed with {str(algorithm)[:20]}, not {' or '.join(client.signing_algs)}")
-        key = self._key(client, header.get("kid"), algorithm)
+        key = self._key(client, header.get("kid"), algorithm, admit)
         try:
             claims = jwt.decode(assertion, key, algorithms=[algorithm], audience=self.audiences,
                                 issuer=client.client_id, leeway=LEEWAY_S,
@@ -101,20 +102,20 @@ class Assertions:
             raise refused("must name the client as its subject and carry a jti")
         return claims
 
-    def _key(self, client: Client, kid: Any, algorithm: str) -> Any:
+    def _key(self, client: Client, kid: Any, algorithm: str, admit: Admit) -> Any:
         """The client's key for ``kid`` (the only one that fits the algorithm, when there is no kid);
         the key set is fetched again, once, when the kept one does not hold it."""
-        found = _pick(self._key_set(client, fresh=False), kid, algorithm)
+        found = _pick(self._key_set(client, False, admit), kid, algorithm)
         if found is None and client.jwks_uri is not None and _may_refetch(client.jwks_uri):
-            found = _pick(self._key_set(client, fresh=True), kid, algorithm)
+            found = _pick(self._key_set(client, True, admit), kid, algorithm)
         if found is None:
             raise refused("names a key its client does not publish" if kid else "names no key (kid) of its client")
         return found
 
-    def _key_set(self, client: Client, fresh: bool) -> dict[str, Any]:
+    def _key_set(self, client: Client, fresh: bool, admit: Admit) -> dict[str, Any]:
         if client.jwks_uri is None:
             return client.jwks or {}
-        return documents.fetch(client.jwks_uri, loopback=self.clients.loopback_documents, fresh=fresh)
+        return documents.fetch(client.jwks_uri, loopback=self.clients.loopback_documents, fresh=fresh, admit=admit)
 
 
 def _pick(key_set: dict[str, Any], kid: Any, algorithm: str) -> Any:

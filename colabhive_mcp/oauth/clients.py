@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import SplitResult, urlsplit
 
 from . import documents
@@ -25,12 +25,15 @@ from .errors import OAuthError
 from ..loopback import is_loopback
 from .sealing import Sealer
 
+Admit = Callable[[], OAuthError | None] | None  # asked before a document is fetched: its refusal, or None
+
 MAX_REDIRECT_URIS = 10
 MAX_URI_CHARS = 1000
 MAX_NAME_CHARS = 100
 GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 AMBIGUOUS = re.compile(r"[^!-~]|\\")  # anything but printable ASCII, and the backslash
 HOST = re.compile(r"[a-z0-9._-]+|[0-9a-f:.]+")  # as urlsplit gives it: lowercased, an IPv6 literal unbracketed
+UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
 PUBLIC, SIGNED = "none", "private_key_jwt"  # the token endpoint's authentication methods
 # signature algorithms a signed client may use: asymmetric only (PyJWT with cryptography)
 SIGNING_ALGS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
@@ -132,22 +135,23 @@ class Clients:
                 "redirect_uris": uris, "grant_types": sorted(set(grants) & GRANT_TYPES | {"authorization_code"}),
                 "response_types": ["code"], "token_endpoint_auth_method": PUBLIC}
 
-    def find(self, client_id: Any) -> Client:
-        """The client a ``client_id`` names; raises ``invalid_client``."""
+    def find(self, client_id: Any, admit: Admit = None) -> Client:
+        """The client a ``client_id`` names; raises ``invalid_client``. ``admit``: asked before a
+        document is fetched (:func:`colabhive_mcp.oauth.documents.fetch`)."""
         if not isinstance(client_id, str) or not client_id:
             raise OAuthError("invalid_request", "client_id is missing.",
                              plain="The application did not say which application it is, so it cannot connect.")
         if documents.is_document_url(client_id):
-            return self._from_document(client_id)
+            return self._from_document(client_id, admit)
         record = self.sealer.open(client_id)
         if record is None:
             raise OAuthError("invalid_client", "This client_id was not issued here (register again).", 401,
                              plain="This server does not know this application (it may have been set up for another "
                                    "server): remove the connection in the application and add it again.")
-        return Client(client_id, record["n"], tuple(record["u"]))
+        return Client(client_id, _name(record["n"], record["u"][0]), tuple(record["u"]))
 
-    def _from_document(self, url: str) -> Client:
-        document = documents.fetch(url, loopback=self.loopback_documents)
+    def _from_document(self, url: str, admit: Admit) -> Client:
+        document = documents.fetch(url, loopback=self.loopback_documents, admit=admit)
         if document.get("client_id") != url:
             raise OAuthError("invalid_client", "The client's metadata document names another client_id.")
         uris = document.get("redirect_uris")
@@ -192,7 +196,8 @@ def _keys(document: dict[str, Any], loopback: bool) -> tuple[str | None, dict[st
 
 
 def _name(given: Any, fallback_uri: str) -> str:
-    """What the consent page calls the client: its name, else its redirect's (or document's) host."""
-    if isinstance(given, str) and given.strip():
-        return given.strip()[:MAX_NAME_CHARS]
-    return urlsplit(fallback_uri).hostname or fallback_uri[:MAX_NAME_CHARS]
+    """What the consent page (and the log) calls the client: its name, without control, format or
+    line-breaking characters (no forged log lines, no text turned around), else its redirect's (or
+    document's) host."""
+    name = " ".join(UNPRINTABLE.sub(" ", given).split()) if isinstance(given, str) else ""
+    return name[:MAX_NAME_CHARS] or urlsplit(fallback_uri).hostname or fallback_uri[:MAX_NAME_CHARS]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .clients import Client, Clients, check_redirect_uri
+from .clients import Admit, Client, Clients, check_redirect_uri
 from .errors import OAuthError
 from .grants import same_resource
 from .metadata import Endpoints
@@ -52,10 +52,11 @@ class Consent:
         self.forms = Sealer(secret, "consent form", "hmcp_form_")
         self.clients, self.endpoints = clients, endpoints
 
-    def request(self, params: Mapping[str, str]) -> AuthorizationRequest:
+    def request(self, params: Mapping[str, str], admit: Admit = None) -> AuthorizationRequest:
         """The authorization request in ``params``; raises :class:`OAuthError` (an error page) for a
-        bad client or redirect URI, :class:`Redirected` for the rest."""
-        client = self.clients.find(params.get("client_id"))
+        bad client or redirect URI, :class:`Redirected` for the rest. ``admit``: asked before a
+        client's document is fetched."""
+        client = self.clients.find(params.get("client_id"), admit)
         redirect_uri = client.redirect(params.get("redirect_uri"))
         try:  # (registered before the check was as strict as it is now)
             check_redirect_uri(redirect_uri, self.clients.schemes)

@@ -91,6 +91,8 @@ class Grants:
         verifier = form.get("code_verifier") or ""
         if not VERIFIER.match(verifier) or not secrets.compare_digest(s256(verifier), code["p"]):
             raise OAuthError("invalid_grant", "The PKCE code_verifier does not match the code_challenge.")
+        if not same_resource(code["r"], self.resource):  # (another deployment that shares the secret)
+            raise OAuthError("invalid_grant", "The authorization code was issued for another resource.")
         self._check_resource(form.get("resource"), code["r"])
         name = digest(form["code"])
         self._use(name, 0, "The authorization code was already used.")

@@ -40,6 +40,7 @@ from .wire import JSON, Answer, body, client_address, not_allowed
 
 CONSENTS = "oauth-consent"  # store space: consent forms submitted per client address in the last minute
 TOKEN_REQUESTS = "oauth-token"  # store space: token requests per client address in the last minute
+FETCHES = "oauth-fetches"  # store space: documents fetched for requests of a client address in the last minute
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 ANY_ORIGIN = {"Access-Control-Allow-Origin": "*"}
 FORM = "application/x-www-form-urlencoded"
@@ -98,7 +99,7 @@ class OAuthRoutes:
     def authorize(self, request: HttpRequest) -> Answer:
         """``GET /authorize``: the consent page, or the reason there is none."""
         try:
-            wanted = self.consent.request(request.args)
+            wanted = self.consent.request(request.args, self._fetch_budget(client_address(request)))
         except OAuthError as exc:
             refused(exc)
             return _refusal_page(exc)
@@ -149,6 +150,11 @@ class OAuthRoutes:
         sentence = f"More than {limit} {what} from your address in a minute: wait a minute, then try again."
         return OAuthError("temporarily_unavailable", sentence, 429, max(1, round(wait)), plain=sentence)
 
+    def _fetch_budget(self, address: str) -> Callable[[], OAuthError | None]:
+        """What admits a document fetch for a request from ``address``: its refusal, past the budget."""
+        return lambda: self._rate_limit(FETCHES, address, self.config.oauth_document_fetches_per_minute,
+                                        "new application descriptions")
+
     def _consent_page(self, wanted: AuthorizationRequest, status: int, error: str | None = None) -> Response:
         text = consent_page(wanted.client, wanted.redirect_uri, self.consent.form_token(wanted), self.lifetimes, error)
         return _page(text, status, wanted.redirect_uri)
@@ -190,7 +196,7 @@ class OAuthRoutes:
             grant_type = form.get("grant_type")
             if grant_type not in ("authorization_code", "refresh_token"):
                 raise OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token.")
-            proven = self.assertions.client_of(form)
+            proven = self.assertions.client_of(form, self._fetch_budget(address))
             if grant_type == "authorization_code":
                 tokens = self.grants.redeem(form, proven)
             else:
@@ -222,7 +228,7 @@ class OAuthRoutes:
         try:
             try:
                 metadata = json.loads(body(request))
-            except ValueError:
+            except (ValueError, RecursionError):  # (not JSON, not UTF-8, or nested past what the parser takes)
                 raise OAuthError("invalid_client_metadata", "The registration must be a JSON object.") from None
             registered = self.clients.register(metadata)
         except OAuthError as exc:
