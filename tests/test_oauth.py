@@ -668,3 +668,27 @@ def test_error_pages_speak_plainly_with_the_code_small_beneath(flow):
     message = page.split('<p class="error">')[1].split("</p>")[0]
     assert message.startswith("This server does not know this application") and "client_id" not in message
     assert error_code(page) == "invalid_client" and "<small>" in page
+
+
+def test_a_store_that_fails_says_so_and_lets_no_use_through(tmp_path, monkeypatch):
+    import sqlite3
+
+    from colabhive_mcp.oauth.grants import Grant, Grants
+    from colabhive_mcp.store import SqliteStore
+
+    store = SqliteStore(str(tmp_path / "instance.db"))
+    grants = Grants(SECRET, PUBLIC, store, 3600, 86400)
+    verifier, challenge = pkce()
+    form = {"code": grants.code(Grant(DEMO_KEY, "client", PUBLIC), "https://a.example/cb", challenge),
+            "client_id": "client", "redirect_uri": "https://a.example/cb", "code_verifier": verifier}
+
+    def fail(_store):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(SqliteStore, "_connect", fail)
+    with pytest.raises(OAuthError) as failed:
+        grants.redeem(form, None)
+    assert failed.value.error == "temporarily_unavailable" and failed.value.status == 503
+    assert "store failed" in failed.value.description and "already used" not in failed.value.description
+    monkeypatch.undo()
+    assert grants.redeem(form, None)["access_token"]  # (the failure spent nothing)

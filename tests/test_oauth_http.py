@@ -10,6 +10,7 @@ import time
 
 import pytest
 import requests
+import requests.adapters
 from hypothesis import given, settings, strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -441,16 +442,17 @@ def test_a_host_connects_with_oauth_through_nginx(gateway_sandbox):
 
 
 @contextlib.contextmanager
-def two_instances_behind_nginx(gateway_sandbox, consents_per_minute):
-    """Two instances behind the shipped nginx site; a registered client's flow through it, each request
-    on a connection of its own (so to any nginx worker)."""
+def two_instances_behind_nginx(gateway_sandbox, consents_per_minute, **env):
+    """Two instances (each with its default workers) behind the shipped nginx site; a registered
+    client's flow through it, each request on a connection of its own (so to any nginx worker)."""
     ports = [free_port(), free_port()]
     proxy = Nginx([f"127.0.0.1:{port}" for port in ports])
     servers = []
     try:
         for port in ports:
             servers.append(HttpServer(gateway_sandbox.url, port=port, env={
-                "COLABHIVE_PUBLIC_URL": proxy.url, "COLABHIVE_OAUTH_CONSENTS_PER_MINUTE": str(consents_per_minute)}))
+                "COLABHIVE_PUBLIC_URL": proxy.url, "COLABHIVE_OAUTH_CONSENTS_PER_MINUTE": str(consents_per_minute),
+                **env}))
         proxy.start()
         http = requests.Session()
         http.headers["Connection"] = "close"
@@ -477,6 +479,64 @@ def test_a_code_and_a_refresh_token_work_once_behind_nginx_with_two_instances(ga
             refreshed, replayed = flow.refresh(refresh_token), flow.refresh(refresh_token)
             assert refreshed.status_code == 200 and replayed.status_code == 400, (refreshed.text, replayed.text)
             assert replayed.json()["error"] == "invalid_grant" and "already used" in replayed.json()["error_description"]
+
+
+class FromAddress(requests.adapters.HTTPAdapter):
+    """Connections from one loopback source address (nginx limits each address to 20 requests a second)."""
+
+    def __init__(self, address):
+        self.address = address
+        super().__init__()
+
+    def init_poolmanager(self, *args, **options):
+        super().init_poolmanager(*args, **options, source_address=(self.address, 0))
+
+
+def test_used_grants_stay_used_behind_nginx_however_many_refreshes_other_clients_make(gateway_sandbox):
+    """The review's attack, as deployed: the instance store at its smallest, another key's clients
+    refreshing 1,200 times through the site (from 8 addresses, each within nginx's rate); the victim's
+    redeemed code and spent refresh token are refused still (before, both worked again)."""
+    with two_instances_behind_nginx(gateway_sandbox, 0, COLABHIVE_STORE_MAX_ENTRIES="1000",
+                                    COLABHIVE_OAUTH_TOKEN_REQUESTS_PER_MINUTE="0") as victim:
+        verifier, challenge = pkce()
+        code = victim.code(DEMO_KEY, challenge)
+        used_refresh = victim.exchange(code, verifier).json()["refresh_token"]
+        assert victim.refresh(used_refresh).status_code == 200
+
+        def churn(address):
+            http = requests.Session()
+            http.mount("https://", FromAddress(address))
+            churner = Flow(victim.root, victim.resource, session=http, verify=victim.verify)
+            refresh_token = churner.tokens(DEMO_KEY_B)["refresh_token"]
+            for _ in range(150):
+                started = time.monotonic()
+                answer = churner.refresh(refresh_token)
+                assert answer.status_code == 200, answer.text
+                refresh_token = answer.json()["refresh_token"]
+                time.sleep(max(0.0, 0.07 - (time.monotonic() - started)))  # at most ~14 a second
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(churn, [f"127.0.0.{i}" for i in range(2, 10)]))
+        replayed_code, replayed_refresh = victim.exchange(code, verifier), victim.refresh(used_refresh)
+    assert (replayed_code.status_code, replayed_refresh.status_code) == (400, 400), (replayed_code.text,
+                                                                                   replayed_refresh.text)
+    assert "already used" in replayed_code.json()["error_description"]
+    assert "already used" in replayed_refresh.json()["error_description"]
+
+
+def test_a_signed_clients_assertion_works_once_behind_nginx_with_two_instances(gateway_sandbox, documents):
+    with two_instances_behind_nginx(gateway_sandbox, 0, COLABHIVE_OAUTH_LOOPBACK_CLIENTS="true") as flow:
+        client = SignedClient(documents, flow.root + "/token", path="/oauth/nginx/client.json")
+        flow.client_id = client.client_id
+        verifier, challenge = pkce()
+        code = flow.code(DEMO_KEY, challenge)
+        proof = client.proof()
+        first = flow.exchange(code, verifier, **proof)
+        assert first.status_code == 200, first.text
+        for _ in range(4):  # each on a new connection: to any nginx worker, any instance without the affinity
+            replayed = flow.refresh(first.json()["refresh_token"], **proof)
+            assert replayed.status_code == 401 and "used before" in replayed.json()["error_description"]
+        assert flow.refresh(first.json()["refresh_token"], **client.proof()).status_code == 200
 
 
 def test_the_consent_budget_holds_behind_nginx_with_two_instances(gateway_sandbox):
