@@ -395,6 +395,49 @@ def test_a_signed_client_like_chatgpt_connects_across_the_workers(server, docume
     assert flow.refresh(refresh_token, **client.proof()).json()["error"] == "invalid_grant"
 
 
+CLAUDE_CALLBACK = "https://claude.ai/api/mcp/auth_callback"
+JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+HOST_REGISTRATIONS = {  # what each host sends, as published (the hosts' own documents and trackers)
+    "claude.ai's registration fallback": {"client_name": "Claude", "redirect_uris": [CLAUDE_CALLBACK],
+                                          "grant_types": ["authorization_code", "refresh_token", JWT_BEARER_GRANT],
+                                          "response_types": ["code"], "token_endpoint_auth_method": "none"},
+    "a registration asking for a secret": {"client_name": "Claude", "redirect_uris": [CLAUDE_CALLBACK],
+                                           "grant_types": ["authorization_code", "refresh_token"],
+                                           "token_endpoint_auth_method": "client_secret_basic"},
+    "Claude Code": {"client_name": "Claude Code", "redirect_uris": ["http://localhost:54213/callback"],
+                    "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
+                    "token_endpoint_auth_method": "none"},
+}
+
+
+@pytest.mark.parametrize("host", [*HOST_REGISTRATIONS, "claude.ai by its metadata document"])
+def test_each_hosts_published_shape_connects_and_refreshes(server, documents, host):
+    if host in HOST_REGISTRATIONS:
+        metadata = HOST_REGISTRATIONS[host]
+        flow = Flow(server.root, server.url, redirect_uri=metadata["redirect_uris"][0])
+        answer = flow.send("POST", "/register", json=metadata)
+        assert answer.status_code == 201, answer.text
+        assert answer.json()["grant_types"] == ["authorization_code", "refresh_token"]
+        assert answer.json()["token_endpoint_auth_method"] == "none"
+        flow.client_id = answer.json()["client_id"]
+    else:
+        flow = Flow(server.root, server.url, redirect_uri=CLAUDE_CALLBACK)
+        flow.client_id = documents.url("/oauth/mcp-oauth-client-metadata")
+        documents.put("/oauth/mcp-oauth-client-metadata", {
+            "client_id": flow.client_id, "client_name": "Claude", "client_uri": "https://claude.ai",
+            "redirect_uris": [CLAUDE_CALLBACK], "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"], "token_endpoint_auth_method": "none"})
+    verifier, challenge = pkce()
+    page = flow.authorize(challenge)
+    assert page.status_code == 200 and "Claude" in page.text, page.text
+    answer = flow.consent(page.text, DEMO_KEY)
+    assert answer.status_code == 303 and answer.headers["Location"].startswith(flow.redirect_uri + "?")
+    tokens = flow.exchange(query(answer.headers["Location"])["code"], verifier)
+    assert tokens.status_code == 200, tokens.text
+    assert modern(server.url, "tools/list", key=tokens.json()["access_token"]).status_code == 200
+    assert flow.refresh(tokens.json()["refresh_token"]).status_code == 200
+
+
 def test_a_client_metadata_url_at_a_private_address_is_refused(server):
     flow = Flow(server.root, server.url)
     _, challenge = pkce()
