@@ -16,12 +16,25 @@ from .keys import ApiKey
 from .loopback import is_loopback
 
 
+PREFIX = "COLABHIVE_"
+NEAR = 2  # edits within which an unknown variable is taken for a mistyped setting's
+
+
 @dataclass(frozen=True)
 class Resolved:
-    """A configuration together with where each value came from."""
+    """A configuration together with where each value came from, and the environment's ``COLABHIVE_``
+    variables that are no setting (nor near one: those stop the start)."""
 
     config: Config
     sources: Mapping[str, str]
+    unknown: tuple[str, ...] = ()
+
+    def unknown_warning(self) -> str | None:
+        """One line naming the ``COLABHIVE_`` variables that are no setting (ignored), if any."""
+        if not self.unknown:
+            return None
+        return (f"colabhive-mcp: warning: {', '.join(self.unknown)} {'is' if len(self.unknown) == 1 else 'are'} not "
+                "a setting and is ignored (`colabhive-mcp config` lists the settings and their variables)")
 
     def describe(self) -> list[tuple[str, str, str]]:
         """(name, value, source) rows with secrets redacted, for humans."""
@@ -57,6 +70,7 @@ def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | No
     environ = os.environ if environ is None else environ
     path = config_file or environ.get(CONFIG_ENV) or upgrade.default_file(environ)
     problems: list[str] = upgrade.retired_environment(environ)
+    unknown = _unknown_environment(environ, problems)
     file_values = _file_settings(path, problems) if path else {}
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
@@ -87,7 +101,48 @@ def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | No
     if problems:
         raise ConfigError("invalid configuration: " + (problems[0] if len(problems) == 1 else
                                                        "\n  " + "\n  ".join(problems)))
-    return Resolved(Config(**values), sources)
+    return Resolved(Config(**values), sources, unknown)
+
+
+def known_variables() -> frozenset[str]:
+    """Every environment variable this program reads that starts with ``COLABHIVE_``: the settings', their
+    0.3.4 aliases', the config file's, and 0.3.4's retired switches (refused when they ask for something)."""
+    names = {f.metadata["env"] for f in SETTINGS if f.metadata["env"]}
+    names |= {PREFIX + alias.upper() for f in SETTINGS for alias in f.metadata["aliases"]}
+    return frozenset(names | {CONFIG_ENV} | set(upgrade.GATES.values()))
+
+
+def _unknown_environment(environ: Mapping[str, str], problems: list[str]) -> tuple[str, ...]:
+    """The ``COLABHIVE_`` variables (in any case) that are no setting: each near a setting's is a
+    problem naming it (it would be silently lost), the others are returned."""
+    known = known_variables()
+    unknown = []
+    for name in sorted(environ):
+        if not name.upper().startswith(PREFIX) or name in known:
+            continue
+        meant = _nearest(name.upper(), known)
+        if meant is None:
+            unknown.append(name)
+        else:
+            problems.append(f"environment {name} is not a setting: did you mean {meant}?")
+    return tuple(unknown)
+
+
+def _nearest(name: str, known: frozenset[str]) -> str | None:
+    """The known variable ``name`` is a slip of (the same but for case, or within :data:`NEAR` edits)."""
+    distances = sorted((_edits(name, other), other) for other in known)
+    return distances[0][1] if distances and distances[0][0] <= NEAR else None
+
+
+def _edits(a: str, b: str) -> int:
+    """Levenshtein distance: insertions, deletions and substitutions that turn ``a`` into ``b``."""
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1]
 
 
 def _remote_http(address: str) -> bool:

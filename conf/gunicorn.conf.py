@@ -17,7 +17,10 @@ def _settings() -> dict:
     """gunicorn's settings. A function: gunicorn takes any module-level name that is one of its settings
     (``config``, ``check_config``) for its own."""
     try:
-        config = load().config
+        resolved = load()
+        config = resolved.config
+        if resolved.unknown_warning():
+            print(resolved.unknown_warning(), file=sys.stderr)
         hosting.prepare_metrics_dir()  # before the app's modules import prometheus_client
         from colabhive_mcp.transports.http.app import check_config
 

@@ -303,6 +303,47 @@ def test_a_configuration_error_is_one_line_before_any_worker_starts(env, says, h
     assert result.stderr.startswith(f"colabhive-mcp: {says}")
 
 
+MISTYPED = {"COLABHIVE_DENY_SIDE_EFFECT": ("writes", "COLABHIVE_DENY_SIDE_EFFECTS"),
+            "COLABHIVE_READONLY": ("true", "COLABHIVE_READ_ONLY"),
+            "COLABHIVE_APIKEY": (DEMO_KEY, "COLABHIVE_API_KEY"),
+            "colabhive_session_secret": (SECRET, "COLABHIVE_SESSION_SECRET")}
+
+
+@pytest.mark.parametrize("typo", list(MISTYPED))
+@pytest.mark.parametrize("how", ["stdio", "serve", "plain gunicorn"])
+def test_a_mistyped_environment_variable_stops_the_start_naming_the_setting(typo, how):
+    """The issue's case: a singular COLABHIVE_DENY_SIDE_EFFECT left a write tool exposed without a word."""
+    value, meant = MISTYPED[typo]
+    argv = {"stdio": [sys.executable, "-m", "colabhive_mcp", "stdio", "--sandbox"],
+            "serve": [sys.executable, "-m", "colabhive_mcp", "serve", "--bind", f"127.0.0.1:{free_port()}"],
+            "plain gunicorn": GUNICORN + ["--bind", f"127.0.0.1:{free_port()}"]}[how]
+    result = subprocess.run(argv, env=server_env(**{typo: value, "COLABHIVE_SESSION_SECRET": SECRET}),
+                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert f"environment {typo} is not a setting: did you mean {meant}?" in result.stderr
+
+
+def test_an_unknown_environment_variable_is_one_warning_and_config_lists_it(capsys, monkeypatch):
+    monkeypatch.setenv("COLABHIVE_SOMETHING_ELSE_ENTIRELY", "1")
+    assert main(["config"]) == 0
+    assert "not settings, ignored: COLABHIVE_SOMETHING_ELSE_ENTIRELY" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("how", ["serve", "plain gunicorn"])
+def test_a_server_with_an_unknown_variable_says_so_once_and_serves(gateway_sandbox, how):
+    from .test_http import initialize
+
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "2", gunicorn_conf=how == "plain gunicorn",
+                        env={"COLABHIVE_SOMETHING_ELSE_ENTIRELY": "1"})
+    try:
+        assert initialize(server.url)
+        said = [line for line in server.stderr().splitlines() if "COLABHIVE_SOMETHING_ELSE_ENTIRELY" in line]
+        assert said == ["colabhive-mcp: warning: COLABHIVE_SOMETHING_ELSE_ENTIRELY is not a setting and is ignored "
+                        "(`colabhive-mcp config` lists the settings and their variables)"], said
+    finally:
+        server.stop()
+
+
 def test_serve_with_the_sandbox_says_where_and_with_which_key(gateway_sandbox):
     from .test_http import initialize
 

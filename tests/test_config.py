@@ -164,3 +164,15 @@ def test_the_example_config_file_is_what_the_script_writes():
 
     script = runpy.run_path(str(Path(__file__).parent.parent / "scripts" / "example_config.py"))
     assert script["EXAMPLE"].read_text() == script["render"](), "run python scripts/example_config.py"
+
+
+def test_an_environment_variable_near_a_settings_is_refused_naming_it_and_others_are_listed():
+    from colabhive_mcp.sources import known_variables
+
+    with pytest.raises(ConfigError, match="environment COLABHIVE_MANIFEST_TLL is not a setting: did you mean "
+                                          "COLABHIVE_MANIFEST_TTL\\?"):
+        load(environ={"COLABHIVE_MANIFEST_TLL": "60"})
+    resolved = load(environ={"COLABHIVE_MCP_CONFIG_DIR_X": "1", "COLABHIVE_ALLOW_TOOLS": "a*", "OTHER": "1"})
+    assert resolved.unknown == ("COLABHIVE_MCP_CONFIG_DIR_X",)  # a 0.3.4 alias is a setting; OTHER is not ours
+    assert {"COLABHIVE_API_KEY", "COLABHIVE_ALLOW_TOOLS", "COLABHIVE_MCP_CONFIG"} <= known_variables()
+    assert load(environ={}).unknown == () and load(environ={}).unknown_warning() is None

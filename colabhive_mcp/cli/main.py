@@ -49,6 +49,7 @@ def configured(args: argparse.Namespace, *, quiet: bool = False) -> Resolved:
     """The resolved configuration, with the logs set up as it says. ``quiet``: at warning unless a
     level was asked for (check, tools and call print for a person: info records would break it up)."""
     resolved = resolve(args)
+    warn_unknown(resolved)
     config = resolved.config
     level = "warning" if quiet and resolved.sources["log_level"] == "default" else config.log_level
     try:
@@ -56,6 +57,13 @@ def configured(args: argparse.Namespace, *, quiet: bool = False) -> Resolved:
     except OSError as exc:
         raise ConfigError(f"log_file {config.log_file!r}: {exc.strerror}") from None
     return resolved
+
+
+def warn_unknown(resolved: Resolved) -> None:
+    """Say which ``COLABHIVE_`` variables are no setting (one line on stderr; near misses stopped the start)."""
+    warning = resolved.unknown_warning()
+    if warning:
+        print(warning, file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -195,6 +203,8 @@ def run_config(args: argparse.Namespace) -> int:
     width = max(len(name) for name, _, _ in rows)
     for name, value, source in rows:
         print(f"{name:<{width}}  {value}  [{source}]")
+    if resolved.unknown:
+        print(f"\nnot settings, ignored: {', '.join(resolved.unknown)}")
     return OK
 
 
