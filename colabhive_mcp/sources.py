@@ -129,7 +129,7 @@ def _unknown_environment(environ: Mapping[str, str], problems: list[str]) -> tup
 
 
 def _nearest(name: str, known: frozenset[str]) -> str | None:
-    """The known variable ``name`` is a slip of (the same but for case, or within :data:`NEAR` edits)."""
+    """The known name ``name`` is a slip of (within :data:`NEAR` edits)."""
     distances = sorted((_edits(name, other), other) for other in known)
     return distances[0][1] if distances and distances[0][0] <= NEAR else None
 
@@ -187,7 +187,8 @@ def _file_settings(path: str, problems: list[str]) -> dict[str, Any]:
             if problem:
                 problems.append(problem)
         elif name not in known:
-            problems.append(f"{path}: unknown setting {key!r}")
+            meant = _nearest(key, frozenset(known))
+            problems.append(f"{path}: unknown setting {key!r}" + (f": did you mean {meant!r}?" if meant else ""))
         elif name in values and values[name] != value:
             problems.append(f"{path}: {spelled[name]} and {where} are the same setting ({name}) with different "
                             "values; keep one")

@@ -41,7 +41,7 @@ def test_every_bad_value_is_reported_with_its_source(tmp_path):
 def test_unknown_file_keys_and_bad_toml_are_errors(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("manifest_tll = 3\n")
-    with pytest.raises(ConfigError, match="unknown setting 'manifest_tll'"):
+    with pytest.raises(ConfigError, match="unknown setting 'manifest_tll': did you mean 'manifest_ttl'\\?"):
         load({}, {}, str(bad))
     bad.write_text("this is not toml")
     with pytest.raises(ConfigError, match="not valid TOML"):
