@@ -12,7 +12,7 @@ import math
 import threading
 from typing import Any, Callable, NamedTuple
 
-from . import interning, results, metrics
+from . import interning, results, metrics, upgrade
 from .config import Config
 from .errors import INVALID_PARAMS, ColabHiveError
 from .builtin_tools import ENTRIES as BUILTINS
@@ -240,6 +240,9 @@ class Tenant:
             raise Refused(f"The ColabHive tool list is unavailable: {exc}") from exc
         tool = catalog.by_name.get(name)
         if tool is None:
+            retired = upgrade.retired_tool(name)
+            if retired is not None:
+                raise Refused(retired)
             raise UnknownTool(name)
         refusal = tool.refusal or (narrow.refusal(tool.entry, tool.builtin) if narrow is not None else None)
         if refusal is not None:

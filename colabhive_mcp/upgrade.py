@@ -23,6 +23,38 @@ GATES = {"webhook_tools_enabled": "COLABHIVE_MCP_WEBHOOK_TOOLS_ENABLED",
          "cohort_tools_enabled": "COLABHIVE_MCP_COHORT_TOOLS_ENABLED"}
 TRUE = ("1", "true", "yes", "on")
 
+# 0.3.4's built-in tools, which called the platform's control plane beside the manifest: none is a
+# tool here. A call of one of these names (that the manifest does not hold) gets what to do instead.
+TOOLS_PAGE = "https://docs.colabhive.com/mcp/upgrading.html#built-in-tools-of-0-3-4"
+_CONSOLE = "manage this in the ColabHive console"
+_TRAINING = ("train in the ColabHive console; a model you register for inference is published in your manifest "
+             "and is a tool here")
+_MODELS = "your registered models are tools here, one each (`colabhive-mcp tools` lists them): call the model's tool"
+_COHORTS = "0.3.4's experimental cohort tools have no equivalent here"
+_WEBHOOKS = "manage webhooks in the ColabHive console"
+RETIRED_TOOLS = {
+    **dict.fromkeys(("get_effective_data_protection", "preflight_data_protection", "get_account_preferences",
+                     "set_share_hive_opt_in", "get_memory_status"), _CONSOLE),
+    **dict.fromkeys(("list_trainable_models", "get_model_schema", "list_datasets", "create_dataset",
+                     "create_training_run", "list_training_runs", "get_training_run", "get_training_metrics",
+                     "get_training_logs", "cancel_training_run", "register_for_inference"), _TRAINING),
+    **dict.fromkeys(("list_models", "list_endpoints", "get_endpoint", "run_inference"), _MODELS),
+    **dict.fromkeys(("cohort_capabilities", "plan_cohort", "run_cohort", "get_cohort", "explain_cohort",
+                     "cancel_cohort"), _COHORTS),
+    **dict.fromkeys(("list_webhook_endpoints", "get_webhook_endpoint", "create_webhook_endpoint",
+                     "update_webhook_endpoint", "delete_webhook_endpoint", "rotate_webhook_secret",
+                     "test_webhook_endpoint"), _WEBHOOKS),
+}
+
+
+def retired_tool(name: str) -> str | None:
+    """What a call of one of 0.3.4's built-in tools is told (nothing was done), else ``None``."""
+    advice = RETIRED_TOOLS.get(name)
+    if advice is None:
+        return None
+    return (f"{name!r} was a built-in tool of colabhive-mcp 0.3.4 and is not a tool of this server (nothing was "
+            f"done): {advice}. See {TOOLS_PAGE}")
+
 
 def config_home(environ: Mapping[str, str]) -> Path | None:
     """``$XDG_CONFIG_HOME``, else ``~/.config`` (from ``environ``'s ``HOME``)."""

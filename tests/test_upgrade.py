@@ -249,3 +249,32 @@ def test_a_hosted_server_starts_and_serves_with_every_0_3_4_name_set(gateway_san
     finally:
         logged = server.stop()
     assert log_events(logged, "mcp.frame")  # log_jsonrpc
+
+
+def test_a_call_of_a_0_3_4_built_in_tool_says_what_to_do_instead_and_does_nothing(sandbox, journal):
+    """Through the official SDK client over stdio, as an agent configured for 0.3.4 would call it."""
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    async def call_them():
+        params = StdioServerParameters(command=sys.executable, args=["-m", "colabhive_mcp", "stdio"],
+                                       env=server_env(COLABHIVE_API_URL=sandbox.url, COLABHIVE_API_KEY=DEMO_KEY))
+        async with Client(params) as client:
+            return [await client.call_tool(name, {}) for name in ("list_training_runs", "run_inference")]
+
+    for result in anyio.run(call_them):
+        text = result.content[0].text
+        assert result.is_error and "was a built-in tool of colabhive-mcp 0.3.4" in text, text
+        assert "nothing was done" in text and "upgrading.html#built-in-tools-of-0-3-4" in text
+    assert journal("invoke") == []
+
+
+def test_the_upgrade_page_names_each_0_3_4_built_in_tool():
+    from pathlib import Path
+
+    from colabhive_mcp.upgrade import RETIRED_TOOLS, TOOLS_PAGE
+
+    page = (Path(__file__).parent.parent / "docs" / "upgrading.rst").read_text()
+    section = page.split("Built-in tools of 0.3.4\n")[1]
+    assert len(RETIRED_TOOLS) == 33 and all(f"``{name}``" in section for name in RETIRED_TOOLS)
+    assert TOOLS_PAGE.endswith("#built-in-tools-of-0-3-4")  # the anchor Sphinx gives that section
