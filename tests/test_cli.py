@@ -355,3 +355,26 @@ def test_serve_with_the_sandbox_says_where_and_with_which_key(gateway_sandbox):
         assert initialize(server.url, key=DEMO_KEY)
     finally:
         server.stop()
+
+
+def test_ctrl_c_during_call_cancels_the_gateways_job_in_one_line(sandbox, journal, tmp_path):
+    import signal
+
+    from .waiting import wait_until
+
+    process = subprocess.Popen([sys.executable, "-m", "colabhive_mcp", "call", "batch-report", "--args",
+                                '{"seconds": 60}', "--out", str(tmp_path)], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=server_env(COLABHIVE_API_URL=sandbox.url, COLABHIVE_API_KEY=DEMO_KEY))
+    try:
+        assert wait_until(lambda: journal("invoke"), timeout=30), "the call never reached the gateway"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err
+    assert err.splitlines() == ["colabhive-mcp: call INTERRUPTED: the call was cancelled and the gateway asked to "
+                                "stop its work"], err
+    assert "\033[" not in err and out == ""  # (stderr is a pipe here: no progress line, no escapes)
+    cancels = journal("cancel")
+    assert len(cancels) == 1 and cancels[0]["invocation_id"] == journal("invoke")[0]["invocation_id"]

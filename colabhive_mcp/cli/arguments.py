@@ -26,6 +26,7 @@ RETIRED_FLAGS = {f"--{name.replace('_', '-')}": name for name in (*upgrade.RETIR
 SCOPES = {"stdio": ("all", "stdio"), "serve": ("all", "http"), "check": ("all",), "tools": ("all",),
           "call": ("all",), "config": ("all", "stdio", "http")}
 OK, TOOL_FAILED, USAGE, NO_KEY, UNREACHABLE, KEY_REJECTED, NO_TOOLS = range(7)
+INTERRUPTED = 130  # what a shell reports for a program ended by Ctrl-C (128 + SIGINT)
 EXIT_CODES = {
     OK: "done",
     TOOL_FAILED: "call: the tool answered with an error (isError) or the server refused the call",
@@ -34,6 +35,7 @@ EXIT_CODES = {
     UNREACHABLE: "the gateway cannot be reached or did not give the tool list",
     KEY_REJECTED: "the gateway rejected the API key",
     NO_TOOLS: "the filters hide every action (check, tools), or call's tool is unknown or hidden",
+    INTERRUPTED: "stopped by Ctrl-C (call: the call was cancelled, and the gateway asked to stop its work)",
 }
 FIELDS = {f.name: f for f in SETTINGS}
 

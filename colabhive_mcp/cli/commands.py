@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import results
+from ..ahead import Ahead
+from ..cancellation import USER
 from ..config import Config
 from ..keys import KeyRejected
 from ..manifest import ManifestError
@@ -23,9 +25,10 @@ from ..profiles import for_client
 from ..protocol import LEGACY_VERSIONS, Server, Session, jsonrpc
 from ..tenant import Tenant
 from ..tools import Catalog, Tool
-from .arguments import KEY_REJECTED, NO_KEY, NO_TOOLS, OK, TOOL_FAILED, UNREACHABLE
+from .arguments import INTERRUPTED, KEY_REJECTED, NO_KEY, NO_TOOLS, OK, TOOL_FAILED, UNREACHABLE
 
 KEY_MISSING = "missing: set COLABHIVE_API_KEY (or try --sandbox)"
+CANCEL_WAIT_S = 15.0  # how long an interrupted call waits for its cancellation to reach the gateway
 EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/webp": ".webp", "audio/wav": ".wav",
               "audio/mpeg": ".mp3"}
 
@@ -99,6 +102,24 @@ def _ask(server: Server, request: dict[str, Any], **context: Any) -> dict[str, A
     return answer
 
 
+def _ask_until_interrupted(server: Server, request: dict[str, Any], *, session: Session,
+                           **context: Any) -> dict[str, Any]:
+    """:func:`_ask`, on a thread of its own; on Ctrl-C, the request is cancelled as a client's
+    ``notifications/cancelled`` would (its work upstream is stopped), and :class:`Failed` says so once
+    the cancellation is done (a second Ctrl-C: at once)."""
+    asking = Ahead(lambda: _ask(server, request, session=session, **context), "cli-call")
+    try:
+        while not asking.wait(0.25):  # (a wait in slices: Ctrl-C reaches the main thread between them)
+            pass
+    except KeyboardInterrupt:
+        server.cancel(session, request["id"], USER)
+        asking.wait(CANCEL_WAIT_S)
+        raise Failed("call", "INTERRUPTED: the call was cancelled and the gateway asked to stop its work",
+                     INTERRUPTED) from None
+    answer: dict[str, Any] = asking.result()
+    return answer
+
+
 def _session(server: Server, tenant: Tenant, client: str) -> Session:
     session = Session(id="cli", transport="cli")
     _ask(server, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -143,14 +164,16 @@ def tools(config: Config, client: str, as_json: bool, out: Any = sys.stdout) -> 
 
 def call(config: Config, name: str, arguments: dict[str, Any], client: str, out_dir: Path,
          out: Any = sys.stdout) -> int:
-    """Run one tool as an agent would, with a live progress line, following the continuations its
-    answers name (as a host does) until the result; media blocks are saved to files in ``out_dir``
-    (which must exist)."""
+    """Run one tool as an agent would, with a live progress line (on a terminal), following the
+    continuations its answers name (as a host does) until the result; media blocks are saved to files
+    in ``out_dir`` (which must exist). Ctrl-C cancels the call as a client's cancellation would: the
+    gateway is asked to stop its work."""
     server = Server(config)
+    live = sys.stderr.isatty()
 
     def progress(message: dict[str, Any]) -> None:
         params = message.get("params") or {}
-        if message.get("method") == "notifications/progress":
+        if live and message.get("method") == "notifications/progress":
             print(f"\r\033[K… {params.get('progress', 0):5.1f}%  {params.get('message', '')}", end="", file=sys.stderr,
                   flush=True)
 
@@ -163,7 +186,7 @@ def call(config: Config, name: str, arguments: dict[str, Any], client: str, out_
                                                      "UNKNOWN: `colabhive-mcp tools` lists the tools"), NO_TOOLS)
             session, tool, tool_arguments = _session(server, tenant, client), name, arguments
             while True:
-                answer = _ask(server, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                answer = _ask_until_interrupted(server, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
                     "name": tool, "arguments": tool_arguments, "_meta": {"progressToken": "cli"}}},
                     tenant=tenant, session=session, notify=progress)
                 following = ((answer.get("result") or {}).get("_meta") or {}).get(results.CONTINUATION)
@@ -174,7 +197,9 @@ def call(config: Config, name: str, arguments: dict[str, Any], client: str, out_
             tenant.close()
     except Failed as failed:
         return _said(str(failed), failed.code)
-    print("\r\033[K", end="", file=sys.stderr)
+    finally:
+        if live:  # (the progress line goes)
+            print("\r\033[K", end="", file=sys.stderr)
     if "error" in answer:
         return _error(answer["error"], TOOL_FAILED)
     result = answer["result"]

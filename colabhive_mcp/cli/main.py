@@ -21,7 +21,7 @@ from .. import logs, tracing, upgrade
 from ..config import SETTINGS, Config, ConfigError
 from ..sources import Resolved, load
 from ..keys import ApiKey, well_formed
-from .arguments import NO_KEY, OK, USAGE, build_parser, command_first
+from .arguments import INTERRUPTED, NO_KEY, OK, USAGE, build_parser, command_first
 
 def main(argv: Sequence[str] | None = None) -> int:
     line = command_first(list(sys.argv[1:] if argv is None else argv))
@@ -33,6 +33,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"colabhive-mcp: {exc}", file=sys.stderr)
         return USAGE
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
+        print("\ncolabhive-mcp: stopped (Ctrl-C)", file=sys.stderr)
+        return INTERRUPTED
 
 
 def resolve(args: argparse.Namespace) -> Resolved:
