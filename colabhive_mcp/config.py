@@ -214,6 +214,10 @@ class Config:
         300, number(int, 0, 1_000_000), "HTTP: requests one client address (an IPv6 /64) may send to the OAuth "
         "token endpoint per minute; past it, 429 (0: no limit). A host's servers send every user's refreshes: "
         "leave room for them", env="COLABHIVE_OAUTH_TOKEN_REQUESTS_PER_MINUTE")
+    oauth_refreshes_per_minute: int = _setting(
+        30, number(int, 0, 1_000_000), "HTTP: OAuth refreshes of one key's grants per minute, from every client "
+        "(a host refreshes once per access token's life); past it, 429 (0: no limit)",
+        env="COLABHIVE_OAUTH_REFRESHES_PER_MINUTE")
     oauth_document_fetches_per_minute: int = _setting(
         30, number(int, 0, 1_000_000), "HTTP: OAuth client metadata documents (and key sets) that requests from one "
         "client address (an IPv6 /64) may have this server fetch per minute; documents it keeps do not count; past "

@@ -176,6 +176,7 @@ class SignedClient:
         now = int(time.time())
         body = {"iss": self.client_id, "sub": self.client_id, "aud": self.audience, "iat": now, "exp": now + 300,
                 "jti": secrets.token_urlsafe(16), **claims}
+        body = {name: value for name, value in body.items() if value is not None}  # (None: a claim left out)
         return jwt.encode(body, key or newest, algorithm=self.alg, headers={"kid": kid or newest_kid})
 
     def proof(self, **claims):

@@ -188,7 +188,7 @@ def test_a_used_code_and_refresh_token_stay_used_however_many_refreshes_others_m
     """The review's attack: a store at its smallest size, another key's client refreshing 1,200 times;
     the victim's redeemed code and spent refresh token must not work again."""
     app = McpApp(Config(api_url=sandbox.url, session_secret=SECRET, public_url=PUBLIC, store_max_entries=1000,
-                        oauth_token_requests_per_minute=0))
+                        oauth_token_requests_per_minute=0, oauth_refreshes_per_minute=0))
     victim, churner = (Flow("http://127.0.0.1:8765", PUBLIC, session=AppSession(app)) for _ in range(2))
     victim.register()
     verifier, challenge = pkce()
@@ -293,7 +293,7 @@ def test_client_metadata_documents_are_checked(document_server):
         with pytest.raises(OAuthError, match=why) as refused:
             clients.find(document_server(path, body))
         assert refused.value.error == "invalid_client"
-    with pytest.raises(OAuthError, match="invalid port"):  # was a ValueError out of urlsplit
+    with pytest.raises(OAuthError, match="not one that every URL parser reads alike"):  # (a ValueError once)
         clients.find("https://client.example:99999/client.json")
     with pytest.raises(OAuthError, match="private or reserved"):  # loopback, without the test setting
         Clients(SECRET, ("https",)).find(url.replace("http://", "https://").replace("/ok.json", "/fresh.json"))
@@ -692,3 +692,114 @@ def test_a_store_that_fails_says_so_and_lets_no_use_through(tmp_path, monkeypatc
     assert "store failed" in failed.value.description and "already used" not in failed.value.description
     monkeypatch.undo()
     assert grants.redeem(form, None)["access_token"]  # (the failure spent nothing)
+
+
+# -- the second review's findings ----------------------------------------------------------------
+
+def test_a_sealed_value_opens_in_one_spelling_only():
+    from colabhive_mcp.encoding import b64url, from_b64url
+
+    sealer = Sealer(SECRET, "code", "hmcp_code_")
+    tried = 0
+    for size in range(40):  # payloads of every length: each spare-bit and alphabet case comes up
+        value = sealer.seal({"k": "v" * size})
+        body = value[len("hmcp_code_"):]
+        raw = from_b64url(body)
+        assert sealer.open(value) == {"k": "v" * size} and b64url(raw) == body
+        others = {body.replace("-", "+").replace("_", "/"), body[:-1] + chr(ord(body[-1]) ^ 1)}
+        for other in {text for text in others if text != body and _opens_as(text, raw)}:
+            assert sealer.open("hmcp_code_" + other) is None, other
+            tried += 1
+    assert tried > 10
+
+
+def _opens_as(text, raw):
+    from colabhive_mcp.encoding import from_b64url
+
+    try:
+        return from_b64url(text) == raw
+    except ValueError:
+        return False
+
+
+def test_a_code_respelled_is_not_a_new_grant(flow):
+    flow.register()
+    verifier, challenge = pkce()
+    code = flow.code(DEMO_KEY, challenge)
+    assert flow.exchange(code, verifier).status_code == 200
+    body = code[len("hmcp_code_"):]
+    for other in {body.replace("-", "+").replace("_", "/"), body[:-1] + chr(ord(body[-1]) ^ 1)} - {body}:
+        again = flow.exchange("hmcp_code_" + other, verifier)
+        assert again.status_code == 400 and again.json()["error"] == "invalid_grant", again.text
+
+
+def test_a_used_refresh_token_stays_used_when_it_expires_during_its_check(tmp_path):
+    from colabhive_mcp.oauth.grants import Grant, Grants
+    from colabhive_mcp.store import MemoryStore
+
+    grants = Grants(SECRET, PUBLIC, MemoryStore(), 3600, 600)
+    tokens = grants.tokens(Grant(DEMO_KEY, "client", PUBLIC), "grant", 1)
+    form = {"refresh_token": tokens["refresh_token"], "client_id": "client"}
+    grants.rotate(form["refresh_token"], grants.refresh_grant(form, None), None)  # used once
+    checked = grants.refresh_grant(form, None)  # the replay passes the stateless check in time...
+    grants.refresh.clock = lambda: time.time() + 601  # ...and expires while the gateway is asked
+    with pytest.raises(OAuthError, match="already used"):
+        grants.rotate(form["refresh_token"], checked, None)
+
+
+def test_a_refresh_token_of_before_grants_had_names_works_once_and_its_old_mark_counts(tmp_path):
+    import hashlib
+
+    from colabhive_mcp.oauth.grants import OLD_USED, Grant, Grants, digest
+    from colabhive_mcp.store import MemoryStore
+
+    store = MemoryStore()
+    grants = Grants(SECRET, PUBLIC, store, 3600, 600)
+    old = {"k": DEMO_KEY, "c": digest("client"), "r": digest(PUBLIC), "i": "0123456789abcdef"}
+    fresh, spent = grants.refresh.seal(old, 600), grants.refresh.seal({**old, "i": "fedcba9876543210"}, 600)
+    store.add(OLD_USED, hashlib.sha256(spent.encode()).hexdigest(), True, 600)  # as the old release marked it
+    for token, works in ((fresh, True), (fresh, False), (spent, False)):
+        form = {"refresh_token": token, "client_id": "client"}
+        if works:
+            assert grants.rotate(token, grants.refresh_grant(form, None), None)["refresh_token"]
+        else:
+            with pytest.raises(OAuthError, match="already used"):
+                grants.rotate(token, grants.refresh_grant(form, None), None)
+    assert Grant  # (the grant of each is the token's own)
+
+
+def test_an_assertion_is_spent_only_with_a_request_that_passes_every_other_check(signed):
+    flow, client = signed
+    verifier, challenge = pkce()
+    code = flow.code(DEMO_KEY, challenge)
+    proof = client.proof()
+    garbage = flow.refresh("hmcp_rt_" + "A" * 80, **proof)
+    assert garbage.status_code == 400 and garbage.json()["error"] == "invalid_grant"
+    assert flow.exchange(code, verifier, **proof).status_code == 200  # the same assertion: not spent before
+
+
+def test_an_assertion_whose_exp_is_not_a_number_is_refused_not_a_500(signed):
+    flow, client = signed
+    verifier, challenge = pkce()
+    code = flow.code(DEMO_KEY, challenge)
+    answer = flow.exchange(code, verifier, **client.proof(exp=str(int(time.time()) + 60)))
+    assert answer.status_code == 401 and answer.json()["error"] == "invalid_client"
+    no_iat = client.proof()
+    no_iat["client_assertion"] = client.assertion(iat=None)
+    assert flow.exchange(code, verifier, **no_iat).status_code == 200  # iat is optional (RFC 7523 §3)
+
+
+@pytest.mark.parametrize("bad", ["https://[abc/cb", "https://a.example:99999/cb", "https://a.example/\u00e9"])
+def test_urls_no_parser_reads_are_refused_never_a_500(flow, bad):
+    assert flow.send("POST", "/register", json={"redirect_uris": [bad]}).status_code == 400
+    flow.client_id = bad
+    page = flow.authorize(pkce()[1])
+    assert page.status_code == 400 and error_code(page.text) == "invalid_client"
+    flow.register()
+    assert flow.authorize(pkce()[1], resource=bad).status_code == 303  # (invalid_target, at the client)
+    assert flow.send("POST", "/token", data={"grant_type": "refresh_token", "refresh_token": "x",
+                                             "resource": bad}).status_code == 400
+    page = flow.authorize(pkce()[1])
+    posted = flow.send("POST", "/authorize", data={"request": form_token(page.text), "key": DEMO_KEY},
+                       headers={"Origin": bad.rsplit("/", 1)[0]})
+    assert posted.status_code == 403

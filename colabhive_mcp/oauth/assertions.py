@@ -2,7 +2,9 @@
 
 A client whose metadata document declares ``private_key_jwt`` (ChatGPT's does) proves each token
 request with a JWT it signed: issuer and subject its ``client_id``, audience this authorization
-server (its token endpoint or its issuer), a short life, and an id (``jti``) used once. The key is
+server (its token endpoint or its issuer), a short life, and an id (``jti``) used once. The id is
+spent last, once the code or refresh token it comes with has passed every other check
+(:class:`Proof`): an assertion alone leaves nothing in the store. The key is
 one of its document's key set, fetched with the documents' protections and kept as briefly; a key
 id the kept set does not hold has the set fetched again, once (at most every
 :data:`REFETCH_EVERY_S` per set, so assertions cannot make the server fetch at will). Signatures are
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import jwt
@@ -20,23 +23,38 @@ from cachetools import TTLCache
 
 from . import documents
 from .clients import Admit, Client, Clients
-from .errors import OAuthError
-from .grants import use_once
+from .errors import OAuthError, printable
+from .marks import use_once
 from .metadata import Endpoints
 from ..state import InstanceStore
 
 JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
-MAX_LIFETIME_S = 600.0  # how far ahead an assertion's exp may be
+MAX_LIFETIME_S = 300.0  # how far ahead an assertion's exp may be
 LEEWAY_S = 30.0  # clock skew allowed on exp, iat and nbf
 MAX_CHARS = 8192  # an assertion longer than this is refused unread
 REFETCH_EVERY_S = 30.0
 USED = "oauth-assertions"  # store marks: assertions used, by client and jti
-_refetched: TTLCache = TTLCache(maxsize=256, ttl=REFETCH_EVERY_S)
+_refetched: TTLCache = TTLCache(maxsize=4096, ttl=REFETCH_EVERY_S)
 _lock = threading.Lock()
 
 
 def refused(why: str) -> OAuthError:
     return OAuthError("invalid_client", f"The client's signed assertion {why}.", 401)
+
+
+@dataclass(frozen=True)
+class Proof:
+    """A verified assertion, not yet spent: the client it proves, and how to spend it (once)."""
+
+    client_id: str
+    jti: str
+    lifetime: float
+    store: InstanceStore
+
+    def spend(self) -> None:
+        """Mark the assertion used while it lives; raises ``invalid_client`` when it was used before."""
+        use_once(self.store, USED, f"{self.client_id} {self.jti}", self.lifetime + LEEWAY_S,
+                 refused("was used before (each is used once)"))
 
 
 class Assertions:
@@ -47,11 +65,11 @@ class Assertions:
         self.clients, self.store, self.clock = clients, store, clock
         self.audiences = [endpoints.token_endpoint, endpoints.issuer]
 
-    def client_of(self, form: Mapping[str, str], admit: Admit = None) -> str | None:
-        """The ``client_id`` a token request's assertion proves (checked against its ``client_id``
-        field, when it has one), or ``None`` when it carries none; raises ``invalid_client`` (401)
-        for any assertion that does not prove its client. ``admit``: asked before a document or a
-        key set is fetched."""
+    def verify(self, form: Mapping[str, str], admit: Admit = None) -> Proof | None:
+        """The proof a token request's assertion gives of its client (checked against its ``client_id``
+        field, when it has one), not yet spent; ``None`` when it carries none. Raises
+        ``invalid_client`` (401) for any assertion that does not prove its client. ``admit``: asked
+        before a document or a key set is fetched."""
         assertion, kind = form.get("client_assertion"), form.get("client_assertion_type")
         if assertion is None and kind is None:
             return None
@@ -67,11 +85,9 @@ class Assertions:
         client = self._signed_client(claimed.get("iss"), form.get("client_id"), admit)
         claims = self._verified(assertion, header, client, admit)
         lifetime = claims["exp"] - self.clock()
-        if lifetime > MAX_LIFETIME_S:
+        if lifetime > MAX_LIFETIME_S + LEEWAY_S:
             raise refused(f"lives too long (at most {int(MAX_LIFETIME_S)} s)")
-        use_once(self.store, USED, f"{client.client_id} {claims['jti']}", lifetime + LEEWAY_S,
-                 refused("was used before (each is used once)"))
-        return client.client_id
+        return Proof(client.client_id, claims["jti"], max(0.0, lifetime), self.store)
 
     def _signed_client(self, issuer: Any, client_id: str | None, admit: Admit) -> Client:
         """The signed client an assertion's issuer names, which the request's ``client_id`` (if any) names too."""
@@ -86,12 +102,12 @@ class Assertions:
         """The assertion's claims, once its signature, audience, issuer, subject and times hold."""
         algorithm = header.get("alg")
         if algorithm not in client.signing_algs:
-            raise refused(f"is signed with {str(algorithm)[:20]}, not {' or '.join(client.signing_algs)}")
+            raise refused(f"is signed with {printable(str(algorithm))[:20]}, not {' or '.join(client.signing_algs)}")
         key = self._key(client, header.get("kid"), algorithm, admit)
         try:
             claims = jwt.decode(assertion, key, algorithms=[algorithm], audience=self.audiences,
                                 issuer=client.client_id, leeway=LEEWAY_S,
-                                options={"require": ["iss", "sub", "aud", "exp", "iat", "jti"]})
+                                options={"require": ["iss", "sub", "aud", "exp", "jti"]})
         except jwt.ExpiredSignatureError:
             raise refused("has expired") from None
         except jwt.InvalidAudienceError:
@@ -100,6 +116,8 @@ class Assertions:
             raise refused(f"does not hold ({type(exc).__name__})") from None
         if claims["sub"] != client.client_id or not isinstance(claims["jti"], str) or not claims["jti"]:
             raise refused("must name the client as its subject and carry a jti")
+        if not isinstance(claims["exp"], (int, float)) or isinstance(claims["exp"], bool):
+            raise refused("must give exp as a number")
         return claims
 
     def _key(self, client: Client, kid: Any, algorithm: str, admit: Admit) -> Any:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from urllib.parse import SplitResult, urlsplit
 
 from . import documents
-from .errors import OAuthError
+from .errors import OAuthError, printable
 from ..loopback import is_loopback
 from .sealing import Sealer
 
@@ -31,9 +31,7 @@ MAX_REDIRECT_URIS = 10
 MAX_URI_CHARS = 1000
 MAX_NAME_CHARS = 100
 GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
-AMBIGUOUS = re.compile(r"[^!-~]|\\")  # anything but printable ASCII, and the backslash
 HOST = re.compile(r"[a-z0-9._-]+|[0-9a-f:.]+")  # as urlsplit gives it: lowercased, an IPv6 literal unbracketed
-UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
 PUBLIC, SIGNED = "none", "private_key_jwt"  # the token endpoint's authentication methods
 # signature algorithms a signed client may use: asymmetric only (PyJWT with cryptography)
 SIGNING_ALGS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
@@ -75,7 +73,9 @@ def matches(registered: str, given: str) -> bool:
     """Exactly the same URI, or the same loopback http URI on another port (RFC 8252 §7.3)."""
     if registered == given:
         return True
-    a, b = urlsplit(registered), urlsplit(given)
+    a, b = documents.split(registered), documents.split(given)
+    if a is None or b is None:
+        return False
     return (a.scheme == b.scheme == "http" and is_loopback(a.hostname) and a.hostname == b.hostname
             and (a.path, a.query) == (b.path, b.query) and not b.fragment and not b.username)
 
@@ -87,10 +87,11 @@ def check_redirect_uri(uri: Any, schemes: tuple[str, ...]) -> str:
     if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_CHARS:
         raise OAuthError("invalid_redirect_uri", "Each redirect URI must be a string of at most "
                          f"{MAX_URI_CHARS} characters.")
-    if AMBIGUOUS.search(uri):
-        raise OAuthError("invalid_redirect_uri", f"Redirect URI {uri[:200]!r} holds characters browsers and URL "
-                         "parsers read differently (spaces, backslashes, control or non-ASCII characters).")
-    parts = urlsplit(uri)
+    parts = documents.split(uri)
+    if parts is None:
+        raise OAuthError("invalid_redirect_uri", f"Redirect URI {uri[:200]!r} is one that browsers and URL parsers "
+                         "read differently (spaces, backslashes, control or non-ASCII characters, a bad port or "
+                         "IPv6 literal).")
     if parts.scheme not in schemes or parts.fragment or (parts.scheme in ("http", "https") and not _plain_host(parts)):
         raise OAuthError("invalid_redirect_uri", f"Redirect URI {uri[:200]!r} must be absolute, without a fragment, "
                          f"with one of the schemes {', '.join(schemes)}, and name a plain host (no user part).")
@@ -101,11 +102,7 @@ def check_redirect_uri(uri: Any, schemes: tuple[str, ...]) -> str:
 
 
 def _plain_host(parts: SplitResult) -> bool:
-    """Whether an http(s) URL names its host plainly: a DNS name or an IP literal, a valid port, no user part."""
-    try:
-        parts.port  # (urlsplit checks a port only when asked for it)
-    except ValueError:
-        return False
+    """Whether an http(s) URL names its host plainly: a DNS name or an IP literal, no user part."""
     return "@" not in parts.netloc and bool(parts.hostname) and bool(HOST.fullmatch(parts.hostname or ""))
 
 
@@ -167,7 +164,7 @@ class Clients:
             return Client(url, name, checked)
         if method != SIGNED:
             raise OAuthError("invalid_client", "The application's metadata document asks for a way of signing in "
-                             f"this server does not offer ({str(method)[:40]}): it accepts public clients and signed "
+                             f"this server does not offer ({printable(str(method))[:40]}): it accepts public clients and signed "
                              "ones (private_key_jwt).")
         return Client(url, name, checked, SIGNED, _signing_algs(document), *_keys(document, self.loopback_documents))
 
@@ -179,7 +176,7 @@ def _signing_algs(document: dict[str, Any]) -> tuple[str, ...]:
         return SIGNING_ALGS
     if named not in SIGNING_ALGS:
         raise OAuthError("invalid_client", f"The application's metadata document names a signing algorithm this "
-                         f"server does not accept ({str(named)[:20]}); it accepts {', '.join(SIGNING_ALGS)}.")
+                         f"server does not accept ({printable(str(named))[:20]}); it accepts {', '.join(SIGNING_ALGS)}.")
     return (named,)
 
 
@@ -199,5 +196,5 @@ def _name(given: Any, fallback_uri: str) -> str:
     """What the consent page (and the log) calls the client: its name, without control, format or
     line-breaking characters (no forged log lines, no text turned around), else its redirect's (or
     document's) host."""
-    name = " ".join(UNPRINTABLE.sub(" ", given).split()) if isinstance(given, str) else ""
+    name = " ".join(printable(given).split()) if isinstance(given, str) else ""
     return name[:MAX_NAME_CHARS] or urlsplit(fallback_uri).hostname or fallback_uri[:MAX_NAME_CHARS]

@@ -25,6 +25,7 @@ import functools
 import http.client
 import ipaddress
 import json
+import re
 import socket
 import threading
 import time
@@ -48,6 +49,7 @@ MIN_CACHE_S = 10.0  # the shortest (a document marked no-store is not fetched ag
 FAILED_S = 30.0
 FETCHES_AT_ONCE = 8
 JSON_TYPES = ("application/json", "application/jwk-set+json")
+AMBIGUOUS = re.compile(r"[^!-~]|\\")  # anything but printable ASCII, and the backslash
 TUNNELS = tuple(ipaddress.ip_network(net) for net in (
     "::/96",  # IPv4-compatible (deprecated), :: and ::1 among them
     "::ffff:0:0:0/96",  # IPv4-translated (SIIT)
@@ -140,18 +142,30 @@ def _refused(why: str) -> OAuthError:
                       plain="This server could not read the application's description, so it cannot connect.")
 
 
+def split(url: str) -> SplitResult | None:
+    """The parts of a URL that every parser reads alike (printable ASCII, no backslash, a valid port
+    if any), else ``None``."""
+    if AMBIGUOUS.search(url):
+        return None
+    try:
+        parts = urlsplit(url)
+        parts.port  # (urlsplit checks a port only when it is asked for it)
+    except ValueError:
+        return None
+    return parts
+
+
 def check_url(url: str, loopback: bool) -> tuple[SplitResult, int]:
     """The URL's parts and its port, once it is one a document may be fetched from; raises
     ``invalid_client`` saying why not."""
-    parts = urlsplit(url)
+    parts = split(url)
+    if parts is None:
+        raise _refused("URL is not one that every URL parser reads alike")
     if parts.scheme != "https" and not (loopback and parts.scheme == "http" and is_loopback(parts.hostname)):
         raise _refused("must be at an https URL")
     if not parts.hostname or parts.username or parts.password or parts.fragment or parts.path in ("", "/"):
         raise _refused("URL must name a host and a path, with no user or fragment")
-    try:
-        return parts, parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:  # urlsplit checks a port only when it is asked for it
-        raise _refused("URL has an invalid port") from None
+    return parts, parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def _public_address(host: str, port: int, loopback: bool) -> str:
@@ -189,7 +203,7 @@ def _get(parts: SplitResult, address: str, port: int) -> tuple[dict[str, Any], f
     cutoff.start()
     try:
         data, headers = _body(connection, parts, expired)
-    except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, CertificateError) as exc:
+    except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, CertificateError, ValueError) as exc:
         # the socket's own timeout is the same limit as the timer's cut, and may come first on a busy machine
         slow = expired.is_set() or isinstance(exc, (TimeoutError, urllib3.exceptions.TimeoutError))
         raise _refused("was too slow to arrive" if slow else f"could not be fetched ({type(exc).__name__})") from None

@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 from .. import metrics
 from ..logs import log
+
+# control, format and line-breaking characters: none reaches a page or a log line from a client's text
+UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control, format or line-breaking character turned into a space."""
+    return UNPRINTABLE.sub(" ", text)
 
 
 class OAuthError(Exception):
@@ -25,4 +35,4 @@ def refused(error: OAuthError) -> None:
     """Count and log a refusal (``oauth.refused``): the RFC's error and the sentence, never a key,
     a code or a token."""
     metrics.OAUTH.labels("refused", error.error).inc()
-    log.bind(reason=error.error, detail=error.description).info("oauth.refused")
+    log.bind(reason=error.error, detail=printable(error.description)).info("oauth.refused")

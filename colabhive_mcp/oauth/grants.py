@@ -21,17 +21,18 @@ from urllib.parse import urlsplit
 
 from ..encoding import b64url
 from ..keys import MAX_KEY_CHARS
-from ..limits import BUSY_RETRY_S
-from ..state import InstanceStore, Marked
+from ..state import InstanceStore
+from .assertions import Proof
+from .marks import use_once
 from .errors import OAuthError
 from .metadata import SCOPE
 from .sealing import Sealer
 
 CODE_TTL_S = 120.0
 GRANTS = "oauth-grants"  # store marks: each grant's last generation used (0: its code)
+OLD_USED = "oauth-used"  # store entries: refresh tokens of before grants had names that were used
 VERIFIER = re.compile(r"[A-Za-z0-9._~-]{43,128}\Z")  # RFC 7636 §4.1
 ACCESS_PREFIX = "hmcp_at_"
-FULL_RETRY_S = 60  # what a refusal for want of room in the store says to wait
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,10 @@ def digest(text: str) -> str:
 
 def same_resource(given: str, ours: str) -> bool:
     """RFC 8707 resource match: exact, but scheme and host in any case and a trailing slash allowed."""
-    a, b = urlsplit(given), urlsplit(ours)
+    try:
+        a, b = urlsplit(given), urlsplit(ours)
+    except ValueError:  # (not a URL any parser reads)
+        return False
     return (a.scheme.lower(), (a.netloc or "").lower(), a.path.rstrip("/"), a.query) == \
         (b.scheme.lower(), b.netloc.lower(), b.path.rstrip("/"), b.query) and not a.fragment
 
@@ -76,16 +80,16 @@ class Grants:
         return self.codes.seal({"k": grant.key, "c": grant.client_id, "r": grant.resource, "s": grant.scope,
                                 "u": redirect_uri, "p": challenge, **_signed(grant)}, CODE_TTL_S)
 
-    def redeem(self, form: Mapping[str, str], proven: str | None) -> dict[str, Any]:
+    def redeem(self, form: Mapping[str, str], proof: Proof | None) -> dict[str, Any]:
         """``grant_type=authorization_code``: tokens for a genuine, unused code, presented by its
-        client (``proven`` by its assertion, for a signed client) with its redirect URI and the PKCE
-        verifier of its challenge."""
+        client (proven by its assertion, for a signed client) with its redirect URI and the PKCE
+        verifier of its challenge. The proof is spent only once everything else holds."""
         code = self.codes.open(form.get("code"))
         if code is None:
             raise OAuthError("invalid_grant", "The authorization code is invalid or expired.")
-        if (proven or form.get("client_id")) != code["c"]:
+        if (proof.client_id if proof else form.get("client_id")) != code["c"]:
             raise OAuthError("invalid_grant", "The authorization code was issued to another client.")
-        _check_proof(bool(code.get("a")), proven)
+        _check_proof(bool(code.get("a")), proof)
         if form.get("redirect_uri") != code["u"]:
             raise OAuthError("invalid_grant", "redirect_uri differs from the authorization request's.")
         verifier = form.get("code_verifier") or ""
@@ -95,6 +99,7 @@ class Grants:
             raise OAuthError("invalid_grant", "The authorization code was issued for another resource.")
         self._check_resource(form.get("resource"), code["r"])
         name = digest(form["code"])
+        _spend(proof)
         self._use(name, 0, "The authorization code was already used.")
         return self.tokens(Grant(code["k"], code["c"], code["r"], code["s"], bool(code.get("a"))), name, 1)
 
@@ -109,17 +114,17 @@ class Grants:
                 "expires_in": int(self.access_ttl), "scope": grant.scope,
                 "refresh_token": self.refresh.seal(refresh, self.refresh_ttl)}
 
-    def refresh_grant(self, form: Mapping[str, str], proven: str | None) -> Grant:
-        """``grant_type=refresh_token``: the grant of a genuine refresh token of this client (``proven``
+    def refresh_grant(self, form: Mapping[str, str], proof: Proof | None) -> Grant:
+        """``grant_type=refresh_token``: the grant of a genuine refresh token of this client (proven
         by its assertion, for a signed client), not yet spent (the caller checks its key with the
         gateway first, then :meth:`rotate`)."""
         token = self.refresh.open(form.get("refresh_token"))
         if token is None:
             raise OAuthError("invalid_grant", "The refresh token is invalid or expired.")
-        client_id = proven or form.get("client_id") or ""
+        client_id = proof.client_id if proof else form.get("client_id") or ""
         if not secrets.compare_digest(digest(client_id), token["c"]):
             raise OAuthError("invalid_grant", "The refresh token was issued to another client.")
-        _check_proof(bool(token.get("a")), proven)
+        _check_proof(bool(token.get("a")), proof)
         if token["r"] != self.resource_digest:
             raise OAuthError("invalid_target", "The refresh token is for another resource.")
         self._check_resource(form.get("resource"), self.resource)
@@ -128,11 +133,13 @@ class Grants:
             raise OAuthError("invalid_scope", "A refresh cannot widen the scope.")
         return Grant(token["k"], client_id, self.resource, granted, bool(token.get("a")))
 
-    def rotate(self, refresh_token: str, grant: Grant) -> dict[str, Any]:
-        """Spend ``refresh_token`` (once, across the instance) for new tokens of ``grant``, of the next
-        generation."""
-        token = self.refresh.open(refresh_token) or {}
-        # (a token sealed before grants had names is its own grant, of generation 0)
+    def rotate(self, refresh_token: str, grant: Grant, proof: Proof | None) -> dict[str, Any]:
+        """Spend ``refresh_token`` of ``grant`` (its :meth:`refresh_grant`; once, across the instance),
+        and the proof, for new tokens of the next generation."""
+        token = self.refresh.read(refresh_token) or {}  # (it may have expired since it was checked: it was good)
+        _spend(proof)
+        if "f" not in token:  # sealed before grants had names: its own grant, of generation 0 (until the
+            self._use_old(refresh_token)  # last such token expires, a use the old releases marked counts too)
         name, generation = token.get("f") or digest(refresh_token), int(token.get("g", 0))
         self._use(name, generation, "The refresh token was already used.")
         return self.tokens(grant, name, generation + 1)
@@ -157,25 +164,16 @@ class Grants:
         if given and not same_resource(given, bound):
             raise OAuthError("invalid_target", "The resource differs from the one the grant is for.")
 
+    def _use_old(self, refresh_token: str) -> None:
+        """Mark a refresh token of before grants had names used, where the old releases looked."""
+        if not self.store.add(OLD_USED, hashlib.sha256(refresh_token.encode()).hexdigest(), True,
+                              self.refresh_ttl + 1):
+            raise OAuthError("invalid_grant", "The refresh token was already used.")
+
     def _use(self, name: str, generation: int, refusal: str) -> None:
         """Mark ``generation`` of the grant ``name`` used across the instance, for as long as the
         refresh token it hands out lasts; raises ``invalid_grant`` when it already was."""
         use_once(self.store, GRANTS, name, self.refresh_ttl + 1, OAuthError("invalid_grant", refusal), generation)
-
-
-def use_once(store: InstanceStore, space: str, name: str, ttl: float, again: OAuthError, generation: int = 0) -> None:
-    """Mark ``generation`` of ``name`` used for ``ttl`` seconds; raises ``again`` when it already was,
-    and ``temporarily_unavailable`` when the store has no room for the mark or cannot tell (the use
-    is refused: a use that cannot be remembered could be repeated)."""
-    marked = store.mark(space, name, ttl, generation)
-    if marked is Marked.AGAIN:
-        raise again
-    if marked is Marked.FULL:
-        raise OAuthError("temporarily_unavailable", "This server holds as many connections as it can just now; "
-                         "try again later.", 503, FULL_RETRY_S)
-    if marked is Marked.FAILED:
-        raise OAuthError("temporarily_unavailable", "This server cannot record the use just now (its store "
-                         "failed); try again shortly.", 503, int(BUSY_RETRY_S))
 
 
 def _signed(grant: Grant) -> dict[str, Any]:
@@ -183,12 +181,17 @@ def _signed(grant: Grant) -> dict[str, Any]:
     return {"a": 1} if grant.signed else {}
 
 
-def _check_proof(signed: bool, proven: str | None) -> None:
+def _spend(proof: Proof | None) -> None:
+    if proof is not None:
+        proof.spend()
+
+
+def _check_proof(signed: bool, proof: Proof | None) -> None:
     """A signed client's code or refresh token is used with its assertion; a public one's without."""
-    if signed and proven is None:
+    if signed and proof is None:
         raise OAuthError("invalid_client", "This application signs its token requests: a client_assertion "
                          "(private_key_jwt) is required.", 401)
-    if proven is not None and not signed:
+    if proof is not None and not signed:
         raise OAuthError("invalid_client", "This grant is a public client's: it is used without a "
                          "client_assertion.", 401)
 

@@ -26,7 +26,7 @@ from ...limits import BUSY_RETRY_S
 from ...logs import log
 from ...oauth import OAuthError
 from ...oauth.errors import refused
-from ...oauth.assertions import Assertions
+from ...oauth.assertions import Assertions, Proof
 from ...oauth.clients import Clients
 from ...oauth.consent import AuthorizationRequest, Consent, Redirected
 from ...oauth.pages import Lifetimes, consent_page, error_page, security_headers
@@ -40,6 +40,7 @@ from .wire import JSON, Answer, body, client_address, not_allowed
 
 CONSENTS = "oauth-consent"  # store space: consent forms submitted per client address in the last minute
 TOKEN_REQUESTS = "oauth-token"  # store space: token requests per client address in the last minute
+REFRESHES = "oauth-refreshes"  # store space: refreshes per key in the last minute
 FETCHES = "oauth-fetches"  # store space: documents fetched for requests of a client address in the last minute
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 ANY_ORIGIN = {"Access-Control-Allow-Origin": "*"}
@@ -196,11 +197,11 @@ class OAuthRoutes:
             grant_type = form.get("grant_type")
             if grant_type not in ("authorization_code", "refresh_token"):
                 raise OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token.")
-            proven = self.assertions.client_of(form, self._fetch_budget(address))
+            proof = self.assertions.verify(form, self._fetch_budget(address))
             if grant_type == "authorization_code":
-                tokens = self.grants.redeem(form, proven)
+                tokens = self.grants.redeem(form, proof)
             else:
-                tokens = self._refresh(form, proven, address)
+                tokens = self._refresh(form, proof, address)
         except OAuthError as exc:
             refused(exc)
             return _json_refusal(exc)
@@ -208,10 +209,15 @@ class OAuthRoutes:
         log.bind(grant_type=grant_type).info("oauth.token.issued")
         return _json(tokens, 200, NO_STORE)
 
-    def _refresh(self, form: dict[str, str], proven: str | None, address: str) -> dict[str, Any]:
+    def _refresh(self, form: dict[str, str], proof: Proof | None, address: str) -> dict[str, Any]:
         """New tokens for a refresh token, once the gateway says now that it still accepts the key (a
         warm tenant's word is not enough: the key may have been revoked since)."""
-        grant = self.grants.refresh_grant(form, proven)
+        grant = self.grants.refresh_grant(form, proof)
+        limit = self.config.oauth_refreshes_per_minute
+        wait = per_minute_wait(self.store, REFRESHES, ApiKey.of(grant.key).digest, limit)
+        if wait is not None:
+            raise OAuthError("temporarily_unavailable", f"More than {limit} refreshes of this key's grants in a "
+                             "minute: wait a minute, then try again.", 429, max(1, round(wait)))
         asked = time.monotonic()
         try:
             with self.tenancy.tenant(ApiKey.of(grant.key), address) as tenant:
@@ -221,7 +227,7 @@ class OAuthRoutes:
                              "again.") from None
         except ColabHiveError as exc:
             raise _unavailable(exc) from None
-        return self.grants.rotate(form["refresh_token"], grant)
+        return self.grants.rotate(form["refresh_token"], grant, proof)
 
     def register(self, request: HttpRequest) -> Answer:
         """``POST /register`` (RFC 7591): the client's registration, sealed into its ``client_id``."""
@@ -245,8 +251,8 @@ def _same_origin(origin: str | None, issuer: str) -> bool:
 
 
 def _origin_of(url: str) -> tuple[str, str, int] | None:
-    parts = urlsplit(url.strip())
     try:
+        parts = urlsplit(url.strip())
         port = parts.port or {"https": 443, "http": 80}.get(parts.scheme.lower(), 0)
     except ValueError:
         return None
