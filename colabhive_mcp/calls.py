@@ -67,6 +67,7 @@ class CallOptions:
     narrow: Policy | None = None  # the request's own narrowing of the tool set
     deadline: float | None = None  # seconds the host lets the call wait (None: no host limit)
     heartbeat: float | None = None  # seconds between progress updates while nothing changes (None: the setting)
+    closing: threading.Event | None = None  # set while the server shuts down: no continuation points at it
 
 
 class ToolCall:
@@ -182,6 +183,10 @@ class ToolCall:
             if invocation_id is not None:
                 self._leave(invocation_id)
             return None
+        if self.options.closing is not None and self.options.closing.is_set() and invocation_id is not None:
+            cancel_upstream(self.tenant.gateway, invocation_id)  # (a continuation would name a server going away)
+            self._forget(invocation_id)
+            return results.stopped_result(self.target.name)
         self._keep(invocation_id)
         if outcome.state == "pending" and invocation is not None:
             return results.continuation_result(invocation, self.target.name, continuation(invocation_id),

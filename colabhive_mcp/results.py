@@ -30,6 +30,12 @@ def error_result(message: str) -> dict[str, Any]:
     return {"content": [text(message)], "isError": True}
 
 
+def stopped_result(tool_name: str) -> dict[str, Any]:
+    """The answer to a call the server stopped because it is itself stopping (its work is cancelled)."""
+    return error_result(f"The ColabHive MCP server is restarting or stopping: {tool_name!r} was stopped and "
+                        "cancelled on ColabHive before it finished. Please try again.")
+
+
 def continuation_result(invocation: Invocation, tool_name: str, next_call: dict[str, Any],
                         checked: bool) -> dict[str, Any]:
     """The answer when the work outlives the wait (its host's deadline is near, or the wait ran

@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -91,7 +92,9 @@ class HttpServer:
         else:
             argv = [sys.executable, "-m", "colabhive_mcp", "serve", "--bind", f"{host}:{self.port}",
                     "--api-url", api_url, *(["--debug"] if debug else []), *args]
-        self.process = subprocess.Popen(argv, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # a group of its own, as a terminal's foreground job: Ctrl-C (interrupt) reaches the master and its workers
+        self.process = subprocess.Popen(argv, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        start_new_session=True)
         self.lines: list[str] = []  # stderr, drained all along: a full pipe would block the server's logging
         self._drain = threading.Thread(target=self._read_stderr, name="server-stderr", daemon=True)
         self._drain.start()
@@ -120,6 +123,10 @@ class HttpServer:
                 self.process.wait()
         self._drain.join(10)
         return self.stderr()
+
+    def interrupt(self):
+        """Ctrl-C in the terminal it runs in: SIGINT to every process of its group."""
+        os.killpg(self.process.pid, signal.SIGINT)
 
     def _read_stderr(self) -> None:
         for raw in iter(self.process.stderr.readline, b""):

@@ -719,6 +719,57 @@ def test_sigterm_lets_short_calls_finish_and_cancels_long_ones_with_an_answer(ga
     assert server.process.returncode == 0
 
 
+def _call_in_background(server, seconds):
+    answers = []
+
+    def call():
+        try:
+            answers.append(modern(server.url, "tools/call", {"name": "batch-report", "arguments": {"seconds": seconds}}))
+        except requests.ConnectionError as exc:  # (a server stopped at once answers nothing)
+            answers.append(exc)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    return thread, answers
+
+
+@pytest.mark.parametrize("grace,deadline", [(3, None), (30, 3)], ids=["past the grace", "at the host's deadline"])
+def test_ctrl_c_on_serve_says_at_once_that_it_stops_and_answers_calls_with_an_error(gateway_sandbox, sandbox, journal,
+                                                                                    grace, deadline):
+    """The first Ctrl-C is a graceful stop, said at once; a call in flight is answered with an error
+    that names no server (never a continuation: this one is going away), and its work is cancelled."""
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "2", "--shutdown-grace", str(grace),
+                        *(["--host-deadline", str(deadline)] if deadline else []))
+    thread, answers = _call_in_background(server, 60)
+    assert wait_until(lambda: journal("invoke"), timeout=10)
+    mark = len(server.lines)
+    server.interrupt()
+    assert wait_until(lambda: "colabhive-mcp: stopping: calls in flight have" in server.stderr(mark), timeout=2)
+    thread.join(grace + 30)
+    server.process.wait(grace + 30)
+    log = server.stop()
+    answer = answers[0].json()["result"]
+    assert answer["isError"] and "restarting or stopping" in answer["content"][0]["text"], answer
+    assert "continuation" not in json.dumps(answer) and "wait_for_result" not in json.dumps(answer)
+    assert len(journal("cancel")) == 1 and server.process.returncode == 0
+    assert "Traceback" not in log and "Exception ignored" not in log
+
+
+def test_a_second_ctrl_c_on_serve_stops_at_once_and_quietly(gateway_sandbox, sandbox, journal):
+    server = HttpServer(gateway_sandbox.url, "--http-workers", "2", "--shutdown-grace", "60")
+    thread, _ = _call_in_background(server, 60)
+    assert wait_until(lambda: journal("invoke"), timeout=10)
+    server.interrupt()
+    assert wait_until(lambda: "colabhive-mcp: stopping" in server.stderr(), timeout=2)
+    started = time.monotonic()
+    server.interrupt()
+    server.process.wait(10)
+    log = server.stop()
+    thread.join(10)
+    assert server.process.returncode == 130 and time.monotonic() - started < 5
+    assert "Traceback" not in log and "Exception ignored" not in log
+
+
 def test_a_request_can_narrow_the_tool_set_but_never_widen_it(gateway_sandbox):
     server = HttpServer(gateway_sandbox.url, "--http-workers", "1", "--deny", "web-*")
     try:

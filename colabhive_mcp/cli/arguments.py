@@ -9,6 +9,7 @@ no equivalent, is refused saying what to do. A mistake is one line, never a usag
 from __future__ import annotations
 
 import argparse
+import signal
 import dataclasses
 from typing import Any, Callable, Mapping, NoReturn
 
@@ -26,7 +27,7 @@ RETIRED_FLAGS = {f"--{name.replace('_', '-')}": name for name in (*upgrade.RETIR
 SCOPES = {"stdio": ("all", "stdio"), "serve": ("all", "http"), "check": ("all",), "tools": ("all",),
           "call": ("all",), "config": ("all", "stdio", "http")}
 OK, TOOL_FAILED, USAGE, NO_KEY, UNREACHABLE, KEY_REJECTED, NO_TOOLS = range(7)
-INTERRUPTED = 130  # what a shell reports for a program ended by Ctrl-C (128 + SIGINT)
+INTERRUPTED = 128 + signal.SIGINT  # what a shell reports for a program ended by Ctrl-C
 EXIT_CODES = {
     OK: "done",
     TOOL_FAILED: "call: the tool answered with an error (isError) or the server refused the call",

@@ -39,12 +39,11 @@ def tools_call(context: Context, request: Request) -> dict[str, Any]:
             return task
     progress = request.progress_token is not None  # a host that resets its timer on progress hears it
     result = request.tenant.call_tool(name, arguments, CallOptions(
-        request.version, request.cancelled, on_update=reporter(request), gate=gate,
+        request.version, request.cancelled, on_update=reporter(request), gate=gate, closing=context.closing,
         profile=request.profile, narrow=request.narrow, deadline=profiles.wait_budget(request.profile, progress),
         heartbeat=profiles.heartbeat(request.profile, progress, context.config.progress_heartbeat)))
     if result is None and request.cancelled.by_server:
-        return results.error_result(f"The ColabHive MCP server is restarting or stopping: {name!r} was stopped and "
-                                    "cancelled on ColabHive before it finished. Please try again.")
+        return results.stopped_result(name)
     return result if result is not None else {"content": []}
 
 

@@ -25,6 +25,7 @@ class Context:
     config: Config
     list_changed: bool = False  # the transport tells sessions when the tool list changes
     inflight: InFlight = field(default_factory=InFlight)
+    closing: threading.Event = field(default_factory=threading.Event)  # set as a shutdown begins (its grace)
     stopping: threading.Event = field(default_factory=threading.Event)  # set by a draining shutdown
     store: InstanceStore = field(default_factory=MemoryStore)  # the instance's: single-use states
     secret: str = field(init=False, repr=False)  # signs task ids, confirmation states (and HTTP session ids)

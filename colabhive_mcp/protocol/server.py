@@ -164,6 +164,11 @@ class Server:
         """Cancel every in-flight request, and stop its work upstream (process shutdown)."""
         self.context.inflight.cancel_all()
 
+    def close(self) -> None:
+        """A shutdown begins: calls in flight may still finish, but one that would hand its host a
+        continuation (naming this server) is cancelled and answered with an error instead."""
+        self.context.closing.set()
+
     def drain(self) -> None:
         """Shutting down: cancel everything in flight, but answer each tool call (with an error)."""
         self.context.stopping.set()

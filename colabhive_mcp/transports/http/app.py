@@ -72,6 +72,11 @@ class McpApp:
                       | public)
         self.origins = frozenset(o.rstrip("/") for o in config.allowed_origins)
 
+    def close(self) -> None:
+        """A shutdown begins: calls in flight may finish within the grace, but hand out no continuation."""
+        log.info("http.closing")
+        self.core.close()
+
     def drain(self) -> None:
         """Shutting down: stop every call in flight (upstream too) and answer it with an error."""
         log.info("http.draining")

@@ -11,11 +11,13 @@ Under plain gunicorn, the workers read the operator's environment (and files) th
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import secrets
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 from typing import Any
@@ -30,6 +32,7 @@ SECRET_ENV = "COLABHIVE_SESSION_SECRET"
 RUNTIME_DIR_ENV = "COLABHIVE_RUNTIME_DIR"
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 SYSTEMD_RUNTIME_ENV = "RUNTIME_DIRECTORY"  # systemd's RuntimeDirectory=
+INTERRUPTED = 128 + signal.SIGINT  # the exit status of a program ended by Ctrl-C
 THREAD_STACK_BYTES = 4 << 20  # half the usual 8 MiB; at 1 MiB, Python 3.13 can crash on deep JSON
 # The runtime directory this process made, or the relay in a given one, with the maker's pid: a forked
 # worker inherits the list, and a worker that exits (its SystemExit unwinds through run_gunicorn) must
@@ -74,17 +77,21 @@ def small_stacks(server: Any, worker: Any) -> None:
 
 
 def drain_on_sigterm(worker: Any) -> None:
-    """gunicorn hook: after SIGTERM, give calls ``shutdown_grace`` seconds, then drain the app."""
+    """gunicorn hook: after SIGTERM, give calls ``shutdown_grace`` seconds (handing out no more
+    continuations), then drain the app. A terminal's Ctrl-C reaches every process of the group: the
+    master alone decides what it means (:class:`Foreground`), so a worker ignores it."""
     stop = worker.handle_exit
 
     def handle_exit(signum: int, frame: Any) -> None:
         stop(signum, frame)
         app = worker.wsgi
+        app.close()
         timer = threading.Timer(app.config.shutdown_grace, app.drain)
         timer.daemon = True
         timer.start()
 
     signal.signal(signal.SIGTERM, handle_exit)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def prepare_metrics_dir() -> None:
@@ -169,6 +176,9 @@ def run_gunicorn(config: Config) -> None:
             for name, value in gunicorn_settings(config).items():
                 self.cfg.set(name, value)
 
+        def run(self) -> None:
+            foreground_arbiter(config.shutdown_grace)(self).run()
+
         def load(self) -> Any:  # in the worker, after the fork (logs are configured already)
             from .app import create_app
 
@@ -179,6 +189,29 @@ def run_gunicorn(config: Config) -> None:
         Application().run()
     finally:
         remove_runtime_dir()
+
+
+def foreground_arbiter(grace: float) -> Any:
+    """gunicorn's master as ``serve`` runs it: Ctrl-C stops as SIGTERM does (calls in flight get
+    ``grace`` seconds, then are cancelled at the gateway and answered with an error), saying so at
+    once; a second Ctrl-C stops at once, quietly (the workers are killed)."""
+    from gunicorn.arbiter import Arbiter
+
+    class Foreground(Arbiter):
+        def handle_int(self) -> None:
+            print(f"\ncolabhive-mcp: stopping: calls in flight have {grace:g} s to finish, then they are cancelled at "
+                  "ColabHive and answered with an error (Ctrl-C again stops at once)", file=sys.stderr, flush=True)
+            signal.signal(signal.SIGINT, self.at_once)
+            raise StopIteration  # (gunicorn's way out of its loop: a graceful stop, as for SIGTERM)
+
+        def at_once(self, _signum: int, _frame: Any) -> None:
+            for pid in list(self.WORKERS):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            remove_runtime_dir()
+            os._exit(INTERRUPTED)
+
+    return Foreground
 
 
 def run_debug(config: Config) -> None:
