@@ -33,3 +33,16 @@ def test_the_demo_shows_a_session_then_the_next_steps():
     next_steps = done.stdout[done.stdout.index("Next steps:"):]
     assert KEYS_URL in next_steps and "colabhive-mcp client-config claude-desktop" in next_steps
     assert "--sandbox" in next_steps
+
+
+def test_ctrl_c_during_the_demo_is_one_line():
+    import os
+    import signal
+
+    demo = subprocess.Popen([sys.executable, "-m", "colabhive_mcp", "demo"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert "Connected to" in demo.stdout.readline()  # the session is under way
+    os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C in its terminal
+    _, err = demo.communicate(timeout=60)
+    assert demo.returncode == 130 and [line for line in err.splitlines() if line] == [
+        "colabhive-mcp: stopped (Ctrl-C)"], err

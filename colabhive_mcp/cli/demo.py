@@ -24,8 +24,10 @@ class StdioPeer:
 
     def __init__(self, argv: list[str], env: dict[str, str] | None = None, stderr: Any = subprocess.DEVNULL,
                  cwd: str | None = None) -> None:
+        # a session of its own: a terminal's Ctrl-C reaches the host (this process), which then ends the
+        # server as hosts do, by closing its input
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env,
-                                        cwd=cwd)
+                                        cwd=cwd, start_new_session=True)
         self.notifications: list[dict[str, Any]] = []
         self.unparsable: list[bytes] = []  # anything on stdout that is not JSON (must stay empty)
         self.on_notification: Callable[[dict[str, Any]], None] | None = None
