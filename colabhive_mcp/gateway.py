@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from . import __version__, metrics, tracing
 from .encoding import to_json
 from .gateway_answers import (GatewayError, Invocation, error_of, invocation_of, read_body, reason_of, retry_after_of)
-from .keys import ApiKey, KeyRejected
+from .keys import ApiKey, KeyRejected, mistake
 from .logs import log
 from .ahead import Ahead
 from .manifest_pages import ManifestPage, Prepare, cursor_seen
@@ -264,7 +264,8 @@ class Gateway:
                     return response
                 error = error_of(response)
                 if error.status == 401 or (error.status == 403 and route == "manifest"):
-                    rejection = KeyRejected(error.status, error.message.split(" ", 1)[-1])
+                    rejection = KeyRejected(error.status, error.message.split(" ", 1)[-1],
+                                            mistake(self.headers["X-API-Key"]))
                     if route != "manifest":
                         self._refused(rejection, route)
                     raise rejection

@@ -40,6 +40,22 @@ def well_formed(secret: str) -> bool:
     return _KEY_SHAPE.match(secret) is not None
 
 
+def mistake(secret: str) -> str | None:
+    """What is wrong with a "key" that is a known slip, said for a person: the snippets' placeholder,
+    quotes kept around it, a client variable left unexpanded, spaces; else ``None``."""
+    text = secret.strip()
+    if text in ("hive_...", "hive_…") or text.endswith(("...", "…")):
+        return f"the key is the placeholder from the snippet (hive_...): paste your own key, from {KEYS_URL}"
+    if len(text) > 1 and text[0] == text[-1] and text[0] in "\"'":
+        return "the key has quotes around it: they are part of the file's syntax, not of the key; remove them"
+    if "${" in text or text.startswith("$"):
+        return (f"the key is {text[:40]!r}, a variable your client did not fill in: set the variable it names (or "
+                "paste the key itself)")
+    if text != secret or any(c.isspace() for c in text):
+        return "the key has spaces or line breaks in it: copy it again, exactly"
+    return None
+
+
 @functools.lru_cache(maxsize=1024)  # the keys of recent requests, as the tenant pool holds them
 def _derived(secret: str) -> ApiKey:
     digest = hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
@@ -54,12 +70,16 @@ class KeyRejected(ColabHiveError):
     code = KEY_REJECTED
     http_status = 401
 
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, slip: str | None = None) -> None:
         super().__init__(f"the ColabHive gateway rejected the API key ({status} {detail})")
         self.status = status  # the gateway's
         self.detail = detail
+        self.slip = slip  # the known slip the key is (:func:`mistake`), if any
 
     @property
     def client_message(self) -> str:
-        return (f"{self.message[0].upper()}{self.message[1:]}. Check the API key: COLABHIVE_API_KEY for a local "
-                "server, the Authorization or X-API-Key header for a hosted one.")
+        where = "COLABHIVE_API_KEY for a local server, the Authorization or X-API-Key header for a hosted one"
+        said = f"{self.message[0].upper()}{self.message[1:]}."
+        if self.slip:
+            return f"{said} {self.slip[0].upper()}{self.slip[1:]} ({where})."
+        return f"{said} Check the API key: {where}."

@@ -378,3 +378,21 @@ def test_ctrl_c_during_call_cancels_the_gateways_job_in_one_line(sandbox, journa
     assert "\033[" not in err and out == ""  # (stderr is a pipe here: no progress line, no escapes)
     cancels = journal("cancel")
     assert len(cancels) == 1 and cancels[0]["invocation_id"] == journal("invoke")[0]["invocation_id"]
+
+
+@pytest.mark.parametrize("key,says", [("hive_...", "the key is the placeholder from the snippet"),
+                                      ('"hive_abcdefgh12345"', "the key has quotes around it"),
+                                      ("${env:COLABHIVE_API_KEY}", "a variable your client did not fill in")])
+def test_the_snippets_placeholder_a_quoted_key_or_an_unexpanded_variable_is_named(sandbox, key, says):
+    checked = cli("check", sandbox=sandbox, key=key)
+    assert "colabhive-mcp: warning: the API key from environment COLABHIVE_API_KEY: the key " in checked.stderr
+    assert says in checked.stderr and checked.returncode == 5  # (and the gateway rejected it, as it said)
+
+
+def test_a_hosted_server_names_the_placeholder_and_the_setting_behind_a_421(hosted):
+    placeholder = requests.post(hosted.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=10,
+                                headers={"Authorization": "Bearer hive_...", "Accept": "application/json, text/event-stream"})
+    assert placeholder.status_code == 401 and "placeholder" in placeholder.text, placeholder.text
+    foreign = requests.post(hosted.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=10,
+                            headers={"Host": "mcp.example.com", "Authorization": f"Bearer {DEMO_KEY}"})
+    assert foreign.status_code == 421 and "allowed_hosts (COLABHIVE_ALLOWED_HOSTS)" in foreign.text

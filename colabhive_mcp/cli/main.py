@@ -20,7 +20,7 @@ from typing import ContextManager, Iterator, Sequence
 from .. import logs, tracing, upgrade
 from ..config import SETTINGS, Config, ConfigError
 from ..sources import Resolved, load
-from ..keys import ApiKey, well_formed
+from ..keys import ApiKey, mistake, well_formed
 from .arguments import INTERRUPTED, NO_KEY, OK, USAGE, build_parser, command_first
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,7 +78,10 @@ def gateway(resolved: Resolved, sandbox: bool, *, uses_key: bool) -> Iterator[Co
     config = resolved.config
     if not sandbox:
         key = config.api_key
-        if uses_key and key and not (key.startswith("hive_") and well_formed(key)):
+        slip = mistake(key) if uses_key and key else None
+        if slip:
+            print(f"colabhive-mcp: warning: the API key from {resolved.sources['api_key']}: {slip}", file=sys.stderr)
+        elif uses_key and key and not (key.startswith("hive_") and well_formed(key)):
             print(f"colabhive-mcp: warning: the API key from {resolved.sources['api_key']} does not look like a "
                   "ColabHive key (hive_ then letters and digits); if the gateway rejects it, check it", file=sys.stderr)
         yield config

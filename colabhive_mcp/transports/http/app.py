@@ -131,7 +131,8 @@ class McpApp:
         """Refuse DNS rebinding: an unknown Host (421) or a foreign Origin (403)."""
         host = hostname(request.host)
         if "*" not in self.hosts and host not in self.hosts:
-            raise HttpError(421, jsonrpc.INVALID_REQUEST, f"Host {host!r} is not served here")
+            raise HttpError(421, jsonrpc.INVALID_REQUEST, f"Host {host!r} is not served here: to serve it (say, behind "
+                            "a proxy), add it to allowed_hosts (COLABHIVE_ALLOWED_HOSTS), or set public_url")
         origin = request.headers.get("Origin")
         if self.oauth is not None and self.oauth.is_public(request.path.rstrip("/")):
             return  # metadata, token and registration: no ambient credential, any origin may ask

@@ -11,7 +11,7 @@ import contextlib
 from typing import Iterator
 
 from ...config import Config
-from ...keys import MAX_KEY_CHARS, MIN_KEY_CHARS, ApiKey, KeyRejected, well_formed
+from ...keys import MAX_KEY_CHARS, MIN_KEY_CHARS, ApiKey, KeyRejected, mistake, well_formed
 from ...instance import Instance
 from ...oauth import OAuthError
 from ...oauth.errors import refused
@@ -112,13 +112,19 @@ def credential(headers: Headers) -> str | None:
         token = token.lstrip(" ")
         if scheme.lower() != "bearer" or not well_formed(token):
             raise HttpError(401, jsonrpc.INVALID_REQUEST, "The Authorization header must be 'Bearer <key>', the "
-                            f"key being your ColabHive API key ({KEY_SHAPE})", INVALID_TOKEN)
+                            f"key being your ColabHive API key ({KEY_SHAPE}){_slip(token)}", INVALID_TOKEN)
         if api_key is not None and api_key != token:
             raise HttpError(401, jsonrpc.INVALID_REQUEST, "Authorization and X-API-Key carry different keys: send "
                             "one", INVALID_TOKEN)
         return token
     assert api_key is not None
     if not well_formed(api_key):
-        raise HttpError(401, jsonrpc.INVALID_REQUEST, f"X-API-Key must be your ColabHive API key ({KEY_SHAPE})",
-                        INVALID_TOKEN)
+        raise HttpError(401, jsonrpc.INVALID_REQUEST, f"X-API-Key must be your ColabHive API key ({KEY_SHAPE})"
+                        f"{_slip(api_key)}", INVALID_TOKEN)
     return api_key
+
+
+def _slip(text: str) -> str:
+    """The known slip a malformed credential is, as a clause (the placeholder, quotes, a variable)."""
+    slip = mistake(text)
+    return f": {slip}" if slip else ""
