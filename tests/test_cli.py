@@ -109,9 +109,34 @@ def test_call_runs_a_tool_and_saves_media(sandbox, tmp_path):
     saved = tmp_path / "image-gen-tiny-0.png"
     assert image.returncode == 0 and saved.read_bytes().startswith(b"\x89PNG")
     slow = cli("call", "batch-report", "--args", '{"seconds": 2}', sandbox=sandbox)
-    assert "report ready" in slow.stdout and "step" in slow.stderr  # the live progress line
+    assert "report ready" in slow.stdout and slow.stderr == ""  # (stderr is a pipe: no progress line)
+    assert "step" in on_a_terminal("call", "batch-report", "--args", '{"seconds": 2}', sandbox=sandbox)
     assert cli("call", "flaky-translate", "--args", '{"text": "x"}', sandbox=sandbox).returncode == 1
     assert cli("call", "echo", "--args", "[1]", sandbox=sandbox).returncode == 2
+
+
+def on_a_terminal(*args, sandbox):
+    """What a command writes to stderr when stderr is a terminal (a pseudo-terminal here)."""
+    import os
+    import pty
+
+    reader, writer = pty.openpty()
+    argv = [sys.executable, "-m", "colabhive_mcp", *args, "--log-level", "error", "--api-url", sandbox.url]
+    process = subprocess.Popen(argv, env=server_env(COLABHIVE_API_KEY=DEMO_KEY), stdout=subprocess.DEVNULL,
+                               stderr=writer, stdin=subprocess.DEVNULL)
+    os.close(writer)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(reader, 4096)
+        except OSError:  # the terminal's other end is closed: the command is done
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(reader)
+    process.wait(60)
+    return seen.decode(errors="replace")
 
 
 def test_call_follows_the_continuations_past_the_hosts_deadline_to_the_result(sandbox):
@@ -233,7 +258,7 @@ def test_call_refuses_an_out_directory_that_is_not_there_before_calling(sandbox,
     assert not journal("invoke") and not missing.exists()
 
 
-@pytest.mark.parametrize("key", ["sk-live-0123456789", "hive_with a space", "hive_x"])
+@pytest.mark.parametrize("key", ["sk-live-0123456789", "hive_x"])  # (a key with a space: its own sentence)
 def test_a_key_of_another_shape_gets_a_warning_not_a_refusal(sandbox, key):
     for result in (cli("check", sandbox=sandbox, key=key), run("stdio", "--api-url", sandbox.url, "--log-level",
                                                                "error", COLABHIVE_API_KEY=key)):
@@ -396,3 +421,14 @@ def test_a_hosted_server_names_the_placeholder_and_the_setting_behind_a_421(host
     foreign = requests.post(hosted.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=10,
                             headers={"Host": "mcp.example.com", "Authorization": f"Bearer {DEMO_KEY}"})
     assert foreign.status_code == 421 and "allowed_hosts (COLABHIVE_ALLOWED_HOSTS)" in foreign.text
+
+
+def test_the_sandbox_on_a_taken_port_says_so_in_one_line():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "colabhive_mcp", "sandbox", "--port", str(port)],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr.splitlines() == [
+        f"colabhive-mcp: 127.0.0.1:{port} is in use; pass --port PORT"], result.stderr

@@ -42,7 +42,7 @@ FIELDS = {f.name: f for f in SETTINGS}
 
 
 def _switch(f: dataclasses.Field) -> bool:
-    return f.type in (bool, "bool")
+    return f.type in (bool, "bool", "bool | None")  # (None: decided by other settings)
 
 
 def _spellings(f: dataclasses.Field) -> list[str]:

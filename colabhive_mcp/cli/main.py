@@ -144,9 +144,10 @@ def run_serve(args: argparse.Namespace) -> int:
     return OK
 
 
-def _check_free(bind: str) -> None:
+def _check_free(bind: str, instead: str = "--bind {host}:PORT") -> None:
     """Refuse an address something else listens on (gunicorn would retry for five seconds, two lines
-    a second, then stop): bind it as gunicorn does (IPv6 when the host has a colon), then let it go."""
+    a second, then stop; Werkzeug would print its own text): bind it as they do (IPv6 when the host has
+    a colon), then let it go. ``instead``: what to pass instead, said in the refusal."""
     host, _, port = bind.rpartition(":")
     address = host.strip("[]")
     try:
@@ -155,7 +156,7 @@ def _check_free(bind: str) -> None:
             probe.bind((address, int(port)))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise ConfigError(f"{bind} is in use; pass --bind {host}:PORT") from None
+            raise ConfigError(f"{bind} is in use; pass {instead.format(host=host)}") from None
         raise ConfigError(f"cannot listen on {bind}: {exc.strerror}") from None
 
 
@@ -219,6 +220,7 @@ def run_sandbox(args: argparse.Namespace) -> int:
 
     if not _loopback(args.host):
         raise ConfigError(f"the sandbox accepts demo keys from anyone: bind it to loopback, not {args.host}")
+    _check_free(f"{args.host}:{args.port}", "--port PORT")
     serve(host=args.host, port=args.port, quiet=args.quiet, cold_start_s=args.cold_start, page_size=args.page_size,
           conformance_tools=args.conformance_tools)
     return OK

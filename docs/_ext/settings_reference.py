@@ -21,7 +21,7 @@ SCOPES = {"all": "every mode", "stdio": "the stdio server", "http": "the HTTP se
 
 def is_flag(field: dataclasses.Field) -> bool:
     """A plain on/off setting: ``--name`` and ``--no-name`` (as the CLI builds it)."""
-    return field.type in (bool, "bool")
+    return field.type in (bool, "bool", "bool | None")
 
 
 def default_text(field: dataclasses.Field) -> str:
