@@ -31,7 +31,7 @@ def test_the_demo_shows_a_session_then_the_next_steps():
     assert done.stderr == ""  # the server it starts logs warnings only: no record breaks up what it shows
     assert '"target_language": "en"' in done.stdout and "upstream model crashed" in done.stdout
     next_steps = done.stdout[done.stdout.index("Next steps:"):]
-    assert KEYS_URL in next_steps and "colabhive-mcp client-config claude-desktop" in next_steps
+    assert KEYS_URL in next_steps and f"{sys.executable} -m colabhive_mcp client-config claude-desktop" in next_steps
     assert "--sandbox" in next_steps
 
 
@@ -46,3 +46,15 @@ def test_ctrl_c_during_the_demo_is_one_line():
     _, err = demo.communicate(timeout=60)
     assert demo.returncode == 130 and [line for line in err.splitlines() if line] == [
         "colabhive-mcp: stopped (Ctrl-C)"], err
+
+
+def test_the_next_steps_name_the_command_as_this_shell_can_run_it():
+    """After the README's install the command is in .venv/bin, not on PATH: the next step says so."""
+    import os
+    from pathlib import Path
+
+    command = str(Path(sys.executable).parent / "colabhive-mcp")
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != str(Path(command).parent))
+    shown = subprocess.run([command, "demo"], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PATH": path})
+    assert f"       {command} client-config claude-desktop" in shown.stdout, shown.stdout[-500:]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -124,12 +126,23 @@ CALLS: tuple[tuple[str, dict[str, Any], bool], ...] = (
     ("flaky-translate", {"text": "bonjour", "target_language": "en"}, False),
 )
 # where ColabHive keys are made (the ColabHive Python SDK's documentation says so)
-NEXT_STEPS = f"""
+NEXT_STEPS = """
 Next steps:
-  1. Get an API key (hive_...) in the ColabHive console: {KEYS_URL}
+  1. Get an API key (hive_...) in the ColabHive console: {keys}
   2. Print the configuration for your MCP client, and paste it where the command says:
-       colabhive-mcp client-config claude-desktop    (or cursor, claude-code, vscode, n8n)
+       {command} client-config claude-desktop    (or cursor, claude-code, vscode, n8n)
      With --sandbox, the client gets a sandbox gateway like this one: no key needed."""
+
+
+def this_command() -> str:
+    """How to run this command again, as typed in this shell: its name where ``PATH`` finds this very
+    command, else the path it was started by (``.venv/bin/colabhive-mcp`` after the README's install),
+    else this Python's ``-m`` form."""
+    started = sys.argv[0]
+    if os.path.basename(started) != "colabhive-mcp":
+        return f"{sys.executable} -m colabhive_mcp"
+    found = shutil.which("colabhive-mcp")
+    return "colabhive-mcp" if found and os.path.samefile(found, started) else started
 
 
 def main() -> int:
@@ -148,7 +161,7 @@ def main() -> int:
             _show_call(peer, name, arguments, progress)
     finally:
         peer.close()
-    print(NEXT_STEPS)
+    print(NEXT_STEPS.format(keys=KEYS_URL, command=this_command()))
     return 0
 
 
