@@ -21,6 +21,19 @@ if [ "$(cat "$DIR/.stamp" 2>/dev/null)" != "$VERSION" ]; then
       "@modelcontextprotocol/inspector@$VERSION" </dev/null >&2)
   echo "$VERSION" > "$DIR/.stamp"
 fi
+# A server started as `python -m colabhive_mcp …` or `colabhive-mcp …` is this project's, from its
+# virtualenv (README: python3 -m venv .venv && .venv/bin/pip install -e .), active or not.
+if [ -x "$ROOT/.venv/bin/python" ]; then
+  export PATH="$ROOT/.venv/bin:$PATH"
+fi
+case " $* " in
+  *" python -m colabhive_mcp "*|*" python3 -m colabhive_mcp "*)
+    if ! problem="$(python -c 'import colabhive_mcp.cli' 2>&1)"; then
+      echo "inspector.sh: python cannot start the server (${problem##*$'\n'}): install the project first," \
+           "python3 -m venv .venv && .venv/bin/pip install -e ." >&2
+      exit 1
+    fi ;;
+esac
 # The Inspector keeps a catalog under $HOME: give it a scratch one.
 export HOME="$DIR/home"
 mkdir -p "$HOME"

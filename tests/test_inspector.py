@@ -42,3 +42,21 @@ def test_every_tool_is_portable_and_callable(hostile, era):
     failing = inspector(hostile, "--method", "tools/call", "--tool-name", "flaky-translate",
                         "--tool-args-json", '{"text": "x"}', era=era)
     assert failing.returncode == 5  # an isError result
+
+
+def test_the_readme_line_works_from_a_shell_without_the_virtualenv_active():
+    """The README's example as a newcomer types it, with the project's .venv not on PATH: the script
+    runs the server from the project's virtualenv (before, `python` was the system's, and the
+    Inspector said only "Connection closed")."""
+    import os
+    import sys
+
+    venv = Path(sys.executable).parent
+    if venv != SCRIPT.parent.parent / ".venv" / "bin":
+        pytest.skip("the tests run from another virtualenv than the project's .venv (CI's is .venv)")
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != venv)
+    done = subprocess.run(["bash", str(SCRIPT), "--format", "json", "-q", "--method", "tools/list", "python", "-m",
+                           "colabhive_mcp", "stdio", "--sandbox"], capture_output=True, text=True, timeout=180,
+                          env={**{k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}, "PATH": path})
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert "echo" in {tool["name"] for tool in json.loads(done.stdout)["result"]["tools"]}
