@@ -432,3 +432,17 @@ def test_the_sandbox_on_a_taken_port_says_so_in_one_line():
                                 capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stderr.splitlines() == [
         f"colabhive-mcp: 127.0.0.1:{port} is in use; pass --port PORT"], result.stderr
+
+
+def test_human_commands_write_no_json_log_lines_into_a_pipe_and_tools_has_headings(sandbox):
+    sandbox.add_action({"name": "mismatch", "inputSchema": {"type": "object"}, "outputSchema": {
+        "type": "object", "required": ["x"], "properties": {"x": {"type": "string"}}}}, result={"y": 1})
+    argv = [sys.executable, "-m", "colabhive_mcp", "call", "mismatch", "--api-url", sandbox.url]
+    env = {k: v for k, v in server_env(COLABHIVE_API_KEY=DEMO_KEY).items() if k != "COLABHIVE_LOG_FORMAT"}  # (auto)
+    called = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    warnings = called.stderr.splitlines()
+    assert len(warnings) == 1 and "WARNING result.output_schema_mismatch" in warnings[0], called.stderr
+    assert not called.stderr.lstrip().startswith("{") and "\033[" not in called.stderr
+    listed = subprocess.run(argv[:3] + ["tools", "--api-url", sandbox.url], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert listed.stdout.splitlines()[0].split() == ["NAME", "SPEED", "SIDE", "EFFECTS", "TITLE"]

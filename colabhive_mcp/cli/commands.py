@@ -153,6 +153,7 @@ def tools(config: Config, client: str, as_json: bool, out: Any = sys.stdout) -> 
         print(json.dumps(listed, indent=2, ensure_ascii=False), file=out)
     else:
         width = max([len(t["name"]) for t in listed] + [4])
+        print(f"{'NAME':<{width}}  {'SPEED':<6}  {'SIDE EFFECTS':<20}  TITLE", file=out)
         for tool in listed:
             meta = tool.get("_meta") or {}
             effects = ",".join(meta.get("com.colabhive/sideEffects") or []) or "-"

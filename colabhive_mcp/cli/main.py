@@ -49,14 +49,16 @@ def resolve(args: argparse.Namespace) -> Resolved:
 
 
 def configured(args: argparse.Namespace, *, quiet: bool = False) -> Resolved:
-    """The resolved configuration, with the logs set up as it says. ``quiet``: at warning unless a
-    level was asked for (check, tools and call print for a person: info records would break it up)."""
+    """The resolved configuration, with the logs set up as it says. ``quiet``: at warning, as text,
+    unless a level or a format was asked for (check, tools and call print for a person: info records,
+    or JSON ones, would break it up)."""
     resolved = resolve(args)
     warn_unknown(resolved)
     config = resolved.config
     level = "warning" if quiet and resolved.sources["log_level"] == "default" else config.log_level
+    fmt = "text" if quiet and resolved.sources["log_format"] == "default" else config.log_format  # (for a person)
     try:
-        logs.configure(level, config.log_format, file=config.log_file)
+        logs.configure(level, fmt, file=config.log_file)
     except OSError as exc:
         raise ConfigError(f"log_file {config.log_file!r}: {exc.strerror}") from None
     return resolved
