@@ -446,3 +446,12 @@ def test_human_commands_write_no_json_log_lines_into_a_pipe_and_tools_has_headin
     listed = subprocess.run(argv[:3] + ["tools", "--api-url", sandbox.url], env=env, capture_output=True, text=True,
                             timeout=60)
     assert listed.stdout.splitlines()[0].split() == ["NAME", "SPEED", "SIDE", "EFFECTS", "TITLE"]
+
+
+@pytest.mark.parametrize("how", ["serve", "plain gunicorn"])
+def test_the_server_says_where_it_serves_and_that_it_stopped(gateway_sandbox, how):
+    server = HttpServer(gateway_sandbox.url, gunicorn_conf=how == "plain gunicorn")
+    said = [line for line in server.stderr().splitlines() if line.startswith("colabhive-mcp:")]
+    assert said == [f"colabhive-mcp: serving MCP at {server.url} (2 workers)"], server.stderr()
+    log = server.stop()
+    assert log.rstrip().splitlines()[-1] == "colabhive-mcp: stopped"

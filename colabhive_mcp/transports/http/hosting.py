@@ -60,7 +60,8 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "graceful_timeout": int(config.shutdown_grace) + 15,
         "post_worker_init": drain_on_sigterm,
         "child_exit": forget_worker_metrics,
-        "on_exit": remove_runtime_dir,
+        "when_ready": say_ready,
+        "on_exit": stopped,
         "keepalive": 75,  # behind nginx's keepalive_timeout
         "accesslog": None,  # never log URLs or users' traffic; events are logged by the app
         "errorlog": "-",
@@ -68,6 +69,18 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "proc_name": "colabhive-mcp",
         "forwarded_allow_ips": "127.0.0.1,::1",
     }
+
+
+def say_ready(server: Any) -> None:
+    """gunicorn hook: once it listens, where (one plain line, whatever the logs' format)."""
+    places = ", ".join(f"{listener}/mcp" for listener in server.LISTENERS)
+    print(f"colabhive-mcp: serving MCP at {places} ({server.num_workers} workers)", file=sys.stderr, flush=True)
+
+
+def stopped(server: Any) -> None:
+    """gunicorn hook: the master is about to exit: the runtime directory it made goes, and it says so."""
+    remove_runtime_dir(server)
+    print("colabhive-mcp: stopped", file=sys.stderr, flush=True)
 
 
 def small_stacks(server: Any, worker: Any) -> None:
