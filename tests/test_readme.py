@@ -17,3 +17,10 @@ def test_the_test_command_in_the_readme_is_what_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert ci in readme
     assert readme.index("colabhive-mcp demo") < readme.index(ci)
+
+
+def test_the_readme_builds_the_docs_with_the_command_the_development_page_gives():
+    development = (ROOT / "docs" / "development.rst").read_text()
+    command = next(line.strip() for line in development.splitlines() if "-m sphinx" in line)
+    readme = " ".join((ROOT / "README.rst").read_text().split())
+    assert command in readme
