@@ -170,7 +170,39 @@ class Check:
         except self._unfollowed:
             pass
         errors.sort(key=lambda e: (len(e.path), list(map(str, e.path))))
-        return [f"{_where(e.absolute_path)}: {e.message}" for e in errors]
+        return [f"{_where(e.absolute_path)}: {_said(e)}" for e in errors]
+
+
+def _said(error: Any) -> str:
+    """One error of jsonschema's in words a person (and a model) can act on. A value that fits none
+    of an ``anyOf``/``oneOf``'s alternatives: when each alternative only misses properties, which to
+    give ("give `prompt` or `messages`"); else what the alternatives say of it."""
+    alternatives = error.validator_value if error.validator in ("anyOf", "oneOf") else None
+    if not alternatives or not error.context:
+        return str(error.message)
+    missing: dict[Any, list[str]] = {}
+    for sub in error.context:
+        names = missing.setdefault(sub.relative_schema_path[0], [])
+        if sub.validator != "required" or sub.relative_path or not isinstance(sub.instance, dict):
+            return _closest(error, len(alternatives))
+        names.extend(f"`{name}`" for name in sub.validator_value if name not in sub.instance and f"`{name}`" not in names)
+    if len(missing) < len(alternatives) or not all(missing.values()):  # (an alternative failed on nothing it says)
+        return _closest(error, len(alternatives))
+    return "give " + " or ".join(" and ".join(names) for names in missing.values())
+
+
+def _closest(error: Any, count: int) -> str:
+    """What each alternative says of the value (up to three of them), else the closest one's word."""
+    from jsonschema.exceptions import best_match
+
+    by_alternative: dict[Any, list[Any]] = {}
+    for sub in error.context:
+        by_alternative.setdefault(sub.relative_schema_path[0], []).append(sub)
+    said = [best_match(subs) for subs in by_alternative.values()]
+    if len(said) > 3:
+        said = [best_match(error.context)]
+    words = " or ".join(f"{_where(e.relative_path)}: {e.message}" if e.relative_path else e.message for e in said)
+    return f"fits none of the {count} forms it may take ({words})"
 
 
 def _where(path: Any) -> str:

@@ -132,3 +132,39 @@ def test_a_schema_without_local_references_is_shown_as_it_is_and_every_other_one
         assert portable(schema) == before(schema) and portable(schema, True) == before(schema, True)
     assert portable(flat)["properties"] is flat["properties"]  # left as it is: not copied
     assert portable(nested(MAX_DEPTH + 2)) != nested(MAX_DEPTH + 2)  # too deep: cut, as before
+
+
+def test_a_value_that_fits_no_alternative_is_told_what_to_give():
+    from colabhive_mcp.schemas import Check
+
+    either = Check({"type": "object", "anyOf": [{"required": ["prompt"]}, {"required": ["messages", "model"]}]})
+    assert either.problems({}) == ["at the top level: give `prompt` or `messages` and `model`"]
+    assert either.problems({"messages": []}) == ["at the top level: give `prompt` or `model`"]
+    typed = Check({"type": "object", "properties": {"size": {"oneOf": [{"type": "integer", "minimum": 1},
+                                                                        {"enum": ["small", "large"]}]}}})
+    said = typed.problems({"size": "huge"})
+    assert said == ["at size: fits none of the 2 forms it may take ('huge' is not of type 'integer' or 'huge' is "
+                    "not one of ['small', 'large'])"], said
+
+
+def test_the_cli_and_the_model_are_told_the_same_words(sandbox):
+    import subprocess
+    import sys
+
+    from colabhive_mcp.cli.demo import StdioPeer
+    from colabhive_mcp.sandbox import DEMO_KEY
+
+    from .test_stdio import server_env
+
+    env = server_env(COLABHIVE_API_KEY=DEMO_KEY)
+    peer = StdioPeer([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url], env=env)
+    try:
+        peer.initialize()
+        answer = peer.request("tools/call", {"name": "hive-chat", "arguments": {}})
+    finally:
+        peer.close()
+    told_the_model = answer["result"]["content"][0]["text"]
+    assert told_the_model == "Invalid arguments for tool 'hive-chat': at the top level: give `prompt` or `messages`"
+    cli = subprocess.run([sys.executable, "-m", "colabhive_mcp", "call", "hive-chat", "--api-url", sandbox.url],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert told_the_model in cli.stdout + cli.stderr and cli.returncode == 1
