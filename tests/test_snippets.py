@@ -178,3 +178,37 @@ def test_a_hosted_snippet_refuses_the_local_servers_options():
         done = subprocess.run([sys.executable, "-m", "colabhive_mcp", "client-config", "cursor", "--url", HOSTED,
                                option], cwd=ROOT, env=server_env(), capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and "--url is the hosted one" in done.stderr
+
+
+def link_of(*args):
+    """``client-config ARGS --link``: its answer (the key is set, and must not appear)."""
+    done = subprocess.run([sys.executable, "-m", "colabhive_mcp", "client-config", *args, "--link"], cwd=ROOT,
+                          env=server_env(COLABHIVE_API_KEY=SECRET), capture_output=True, text=True, timeout=60)
+    assert SECRET not in done.stdout + done.stderr
+    return done
+
+
+@pytest.mark.parametrize("where", [(), ("--sandbox",), ("--url", "https://mcp.example.com/mcp")],
+                         ids=["local", "sandbox", "hosted"])
+def test_the_install_links_carry_exactly_the_snippets_server_and_never_a_key(where):
+    import base64
+    from urllib.parse import parse_qs, unquote, urlsplit
+
+    for client in ("vscode", "cursor"):
+        snippet = client_config(client, *where)
+        shown = link_of(client, *where)
+        assert shown.returncode == 0 and len(shown.stdout.splitlines()) == 1, shown.stderr
+        link = shown.stdout.strip()
+        if client == "vscode":
+            assert link.startswith("vscode:mcp/install?")
+            server = json.loads(unquote(link.split("?", 1)[1]))
+            assert server.pop("name") == "colabhive" and server.pop("inputs", None) == snippet.get("inputs")
+            assert server == snippet["servers"]["colabhive"]
+        else:
+            parts = urlsplit(link)
+            assert (parts.scheme, parts.netloc, parts.path) == ("cursor", "anysphere.cursor-deeplink", "/mcp/install")
+            query = parse_qs(parts.query)
+            assert query["name"] == ["colabhive"]
+            assert json.loads(base64.b64decode(query["config"][0])) == snippet["mcpServers"]["colabhive"]
+    refused = link_of("n8n")
+    assert refused.returncode == 2 and "n8n has no install links" in refused.stderr

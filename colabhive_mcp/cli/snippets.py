@@ -10,13 +10,14 @@ its client fills it in, or leaves a placeholder where the client has no way to.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from .. import __version__
 from ..config import Config, ConfigError
@@ -41,6 +42,10 @@ CURSOR_KEY = "${env:" + KEY_ENV + "}"  # https://cursor.com/docs/mcp ("Config in
 # workflow JSON, which pastes onto the canvas: https://docs.n8n.io/workflows/export-import ("Copy-Paste")
 N8N_NODE = {"name": "ColabHive", "type": "@n8n/n8n-nodes-langchain.mcpClientTool", "typeVersion": 1.1,
             "position": [0, 0]}
+OPEN_LINK = {
+    "vscode": "open it (click it in a page, or `code --open-url '<link>'`): VS Code asks before it adds the server",
+    "cursor": "open it (click it in a page, or paste it into a browser): Cursor asks before it adds the server",
+}
 WHERE = {
     "claude-desktop": "paste into claude_desktop_config.json (Settings > Developer > Edit Config), then restart "
                       "Claude Desktop",
@@ -60,11 +65,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--release", action="store_true",
                         help=f"start the release from the package index (uvx {DISTRIBUTION}@{__version__}) "
                              "even when this installation is not one")
+    parser.add_argument("--link", action="store_true",
+                        help="print the client's one-click install link instead of the snippet (vscode, cursor)")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.url and (args.sandbox or args.release):
         raise ConfigError("--sandbox and --release choose how the local server starts; --url is the hosted one")
+    if args.link and args.client not in OPEN_LINK:
+        raise ConfigError(f"--link: {args.client} has no install links; {', '.join(OPEN_LINK)} have")
     if args.url:
         snippet = hosted(args.client, args.url)
     else:
@@ -74,9 +83,26 @@ def run(args: argparse.Namespace) -> int:
             print(f"# colabhive-mcp is not installed here, so '{shlex.join(command)}' starts it only where Python "
                   "finds this copy: install it (pip install -e .) for a command any client can start",
                   file=sys.stderr)
+    if args.link:
+        print(link(args.client, snippet))
+        print(f"# {OPEN_LINK[args.client]}", file=sys.stderr)
+        return 0
     print(snippet if isinstance(snippet, str) else json.dumps(snippet, indent=2))
     print(f"# {WHERE[args.client]}", file=sys.stderr)  # stdout stays exactly the snippet
     return 0
+
+
+def link(client: str, snippet: dict[str, Any] | str) -> str:
+    """The one-click install link of ``client`` for the server ``snippet`` configures (the same
+    server, the key referred to the same way: never the key itself)."""
+    assert isinstance(snippet, dict)
+    if client == "vscode":  # https://code.visualstudio.com/docs/copilot/customization/mcp-servers (URL handler)
+        server = {"name": NAME, **snippet["servers"][NAME], **({"inputs": snippet["inputs"]} if "inputs" in snippet
+                                                               else {})}
+        return "vscode:mcp/install?" + quote(json.dumps(server, separators=(",", ":")), safe="")
+    # https://cursor.com/docs/mcp/install-links: name, and the server's mcp.json entry, base64-encoded
+    entry = json.dumps(snippet["mcpServers"][NAME], separators=(",", ":")).encode()
+    return f"cursor://anysphere.cursor-deeplink/mcp/install?name={NAME}&config={base64.b64encode(entry).decode()}"
 
 
 def hosted(client: str, url: str) -> dict[str, Any] | str:
