@@ -817,3 +817,10 @@ def test_a_cancellation_reaching_another_worker_still_stops_the_call(gateway_san
         second.stop()
     assert not (tmp_path / "cancel").exists()  # markers go with the instance; the store stays
     assert (tmp_path / "instance.db").exists()
+
+
+def test_without_public_url_the_server_card_names_the_address_it_was_asked_at_and_bearer_keys(hosted):
+    card = requests.get(hosted.root + "/.well-known/mcp/server-card", timeout=10).json()
+    streamable = card["remotes"][0]
+    assert streamable["url"] == hosted.url and streamable["authentication"]["schemes"] == ["bearer"]
+    assert streamable["headers"][0]["isRequired"] is True

@@ -723,3 +723,41 @@ def assert_no_failures(server, since):
     time.sleep(0.1)  # (its stderr is read by a thread)
     failures = [line for line in server.stderr(since).splitlines() if SERVER_FAILURES.search(line)]
     assert not failures, "\n".join(failures[:20])
+
+
+# -- the server card (SEP-2127) ------------------------------------------------------------------
+
+def test_the_server_card_says_who_the_server_is_and_how_to_connect_without_a_key(server):
+    card_url = server.root + "/.well-known/mcp/server-card"
+    card = requests.get(card_url, headers={"Origin": "https://registry.example"}, timeout=10)
+    assert card.status_code == 200 and card.headers["Content-Type"] == "application/json"
+    assert card.headers["Access-Control-Allow-Origin"] == "*" and "max-age=3600" in card.headers["Cache-Control"]
+    body = card.json()
+    assert body["name"] == "com.colabhive/mcp" and body["$schema"].endswith("/server-card.schema.json")
+    streamable = body["remotes"][0]
+    assert streamable["type"] == "streamable-http" and streamable["url"] == server.url
+    assert streamable["authentication"] == {"required": True, "schemes": ["bearer", "oauth2"]}
+    assert streamable["headers"][0]["name"] == "Authorization" and streamable["headers"][0]["isSecret"] is True
+    assert body["remotes"][1]["url"] == server.root + "/sse"
+    discovered = modern(server.url, "server/discover").json()["result"]
+    assert streamable["supportedProtocolVersions"] == discovered["supportedVersions"]
+    assert body["capabilities"] == discovered["capabilities"] and "tools" not in body  # (each key's own)
+    for credential in ({"Authorization": f"Bearer {DEMO_KEY}"}, {"X-API-Key": DEMO_KEY_B}):
+        assert requests.get(card_url, headers=credential, timeout=10).json() == body  # nothing of a tenant's
+    preflight = requests.options(card_url, headers={"Origin": "https://registry.example",
+                                                    "Access-Control-Request-Method": "GET"}, timeout=10)
+    assert preflight.status_code == 204 and preflight.headers["Access-Control-Allow-Origin"] == "*"
+    assert requests.post(card_url, timeout=10).status_code == 405
+
+
+def test_the_server_card_is_served_behind_nginx_at_the_public_address(gateway_sandbox):
+    port = free_port()
+    proxy = Nginx([f"127.0.0.1:{port}"])
+    server = HttpServer(gateway_sandbox.url, port=port, env={"COLABHIVE_PUBLIC_URL": proxy.url})
+    try:
+        proxy.start()
+        card = requests.get(proxy.root + "/.well-known/mcp/server-card", timeout=30, verify=proxy.cert)
+        assert card.status_code == 200 and card.json()["remotes"][0]["url"] == proxy.url
+    finally:
+        proxy.stop()
+        server.stop()

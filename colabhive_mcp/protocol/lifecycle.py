@@ -49,10 +49,33 @@ def initialize(params: dict[str, Any], session: Session, config: Config, list_ch
             "instructions": INSTRUCTIONS}
 
 
+# what this server offers every client, whoever it is (its tools are each key's own: they change)
+CAPABILITIES: dict[str, Any] = {"tools": {"listChanged": True}, "logging": {}, "extensions": {tasks.EXTENSION: {}}}
+SERVER_CARD_SCHEMA = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json"
+REGISTRY_NAME = "com.colabhive/mcp"  # the server's name in the MCP registry (reverse DNS, one slash)
+DOCUMENTATION = "https://docs.colabhive.com/mcp"
+
+
 def discover(request: Request) -> dict[str, Any]:
-    return {"supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": {"tools": {"listChanged": True}, "logging": {}, "extensions": {tasks.EXTENSION: {}}},
+    return {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": CAPABILITIES,
             "instructions": INSTRUCTIONS, "ttlMs": 3_600_000, "cacheScope": "public"}
+
+
+def server_card(url: str, oauth: bool) -> dict[str, Any]:
+    """The MCP Server Card (SEP-2127) of the hosted server whose MCP endpoint is ``url``: who it is,
+    where and how to connect, what it offers, from the facts ``server/discover`` gives. It lists no
+    tools: those are each key's own (``tools.listChanged``), and a card holds nothing of a tenant's."""
+    authentication = {"required": True, "schemes": ["bearer", *(["oauth2"] if oauth else [])]}
+    key = {"name": "Authorization", "description": "Bearer followed by your ColabHive API key (X-API-Key: <key> "
+           "works too)" + ("; or sign in with OAuth, which needs no header" if oauth else ""),
+           "isRequired": not oauth, "isSecret": True, "placeholder": "Bearer hive_..."}
+    root = url.rsplit("/", 1)[0]
+    remotes = [{"type": "streamable-http", "url": url, "supportedProtocolVersions": list(SUPPORTED_VERSIONS)},
+               {"type": "sse", "url": root + "/sse", "supportedProtocolVersions": list(LEGACY_VERSIONS[-1:])}]
+    return {"$schema": SERVER_CARD_SCHEMA, "name": REGISTRY_NAME, "version": __version__, "title": SERVER["title"],
+            "description": SERVER["description"], "websiteUrl": DOCUMENTATION,
+            "remotes": [{**remote, "headers": [key], "authentication": authentication} for remote in remotes],
+            "capabilities": CAPABILITIES, "_meta": {"com.colabhive/instructions": INSTRUCTIONS}}
 
 
 def set_level(context: Context, request: Request) -> dict[str, Any]:

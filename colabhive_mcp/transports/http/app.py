@@ -32,7 +32,7 @@ from .events import EventStore
 from .incoming import HttpRequest
 from .legacy_sse import LegacySse
 from .oauth_routes import OAuthRoutes
-from .operations import Operations
+from .operations import SERVER_CARD_PATH, Operations
 from .relay import RELAY_DIR, CancelRelay
 from .sessions import SessionCodec
 from .sse import Streams
@@ -108,7 +108,7 @@ class McpApp:
             if answer is not None:
                 return answer
         if method == "OPTIONS":
-            return self._preflight(request)
+            return self._preflight(request, public=path == SERVER_CARD_PATH)
         if path == "/mcp":
             handler = {"POST": self.streamable.post, "GET": self.streamable.get,
                        "DELETE": self.streamable.delete}.get(method)
@@ -125,6 +125,8 @@ class McpApp:
             return self.operations.metrics(request)
         if path == "/refresh":
             return self.operations.refresh(request) if method == "POST" else not_allowed("POST")
+        if path == SERVER_CARD_PATH:
+            return self.operations.server_card(request) if method in ("GET", "HEAD") else not_allowed("GET")
         return Response(b"not found\n", 404, mimetype="text/plain")
 
     def _check_host_and_origin(self, request: HttpRequest) -> None:
@@ -134,12 +136,18 @@ class McpApp:
             raise HttpError(421, jsonrpc.INVALID_REQUEST, f"Host {host!r} is not served here: to serve it (say, behind "
                             "a proxy), add it to allowed_hosts (COLABHIVE_ALLOWED_HOSTS), or set public_url")
         origin = request.headers.get("Origin")
-        if self.oauth is not None and self.oauth.is_public(request.path.rstrip("/")):
-            return  # metadata, token and registration: no ambient credential, any origin may ask
+        path = request.path.rstrip("/")
+        if path == SERVER_CARD_PATH or (self.oauth is not None and self.oauth.is_public(path)):
+            return  # the server card, OAuth's metadata, token and registration: no ambient credential, any origin
         if origin and origin.rstrip("/") not in self.origins and _origin_host(origin) not in self.hosts:
             raise HttpError(403, jsonrpc.INVALID_REQUEST, "Origin not allowed")
 
-    def _preflight(self, request: HttpRequest) -> Answer:
+    def _preflight(self, request: HttpRequest, public: bool = False) -> Answer:
+        """CORS preflight: for the configured origins; for any origin on a ``public`` document (GET only)."""
+        if public:
+            return Response(status=204, headers={"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET",
+                                                 "Access-Control-Allow-Headers": "Content-Type",
+                                                 "Access-Control-Max-Age": "600"})
         if request.headers.get("Origin", "").rstrip("/") not in self.origins:
             return Response(status=403)
         return Response(status=204, headers={

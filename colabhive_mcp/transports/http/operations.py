@@ -1,5 +1,6 @@
 """The operator's endpoints: ``/healthz`` (the process answers), ``/readyz`` (the gateway answers),
-``/metrics`` (Prometheus) and ``POST /refresh`` (revalidate the calling key's tool list now)."""
+``/metrics`` (Prometheus) and ``POST /refresh`` (revalidate the calling key's tool list now); and
+the server card hosts and registries discover the server by (``/.well-known/mcp/server-card``)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from ... import metrics
 from ...config import Config
 from ...gateway import reachable
 from ...protocol import jsonrpc
+from ...protocol.lifecycle import server_card
 from ...tenant import Unreachable
 from .incoming import HttpRequest
 from .tenancy import Tenancy
 from ...loopback import is_loopback
-from .wire import JSON, Answer, HttpError, bind_host, client_address, json_response
+from .wire import JSON, Answer, HttpError, JsonAnswer, bind_host, client_address, json_response
 
+SERVER_CARD_PATH = "/.well-known/mcp/server-card"  # SEP-2127
 READINESS_TTL_S = 5.0
 READINESS_TIMEOUT_S = 2.0
 
@@ -45,6 +48,14 @@ class Operations:
                 self._asking.release()
         ready = self._readiness[1]
         return json_response({"status": "ready" if ready else "unavailable"}, 200 if ready else 503)
+
+    def server_card(self, request: HttpRequest) -> Answer:
+        """The MCP Server Card: the same for everyone (no key needed, nothing of a tenant's in it), for
+        any origin, cacheable for an hour. Its address is ``public_url``, else the one this request used."""
+        scheme = request.environ.get("wsgi.url_scheme", "http")  # (behind the shipped nginx: its X-Forwarded-Proto)
+        url = self.config.public_url or f"{scheme}://{request.host}/mcp"
+        return JsonAnswer(jsonrpc.encode(server_card(url, self.config.oauth_on)), 200,
+                          {"Access-Control-Allow-Origin": "*", "Cache-Control": "public, max-age=3600"})
 
     def metrics(self, request: HttpRequest) -> Answer:
         """The metrics, with the metrics token when one is set; on an address others can reach, only then.
