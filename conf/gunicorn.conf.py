@@ -9,6 +9,7 @@
 import sys
 
 from colabhive_mcp.config import ConfigError
+from colabhive_mcp.logs import configure
 from colabhive_mcp.sources import load
 from colabhive_mcp.transports.http import hosting
 
@@ -21,10 +22,12 @@ def _settings() -> dict:
         config = resolved.config
         if resolved.unknown_warning():
             print(resolved.unknown_warning(), file=sys.stderr)
+        configure(config.log_level, config.log_format, file=config.log_file)  # (the master's own lines)
         hosting.prepare_metrics_dir()  # before the app's modules import prometheus_client
-        from colabhive_mcp.transports.http.app import check_config
+        from colabhive_mcp.transports.http.app import check_config, warn_about
 
         check_config(config)
+        warn_about(config)
         return hosting.gunicorn_settings(hosting.export(config))
     except ConfigError as exc:
         print(f"colabhive-mcp: {exc}", file=sys.stderr)

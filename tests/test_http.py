@@ -404,14 +404,17 @@ def test_bad_bodies(hosted):
     assert requests.get(hosted.root + "/nothing-here", timeout=10).status_code == 404
 
 
-def test_a_key_in_the_environment_does_not_make_hosted_mode_single_tenant(gateway_sandbox):
-    server = HttpServer(gateway_sandbox.url, env={"COLABHIVE_API_KEY": DEMO_KEY})
+@pytest.mark.parametrize("how", ["serve", "plain gunicorn"])
+def test_a_key_in_the_environment_does_not_make_hosted_mode_single_tenant(gateway_sandbox, how):
+    server = HttpServer(gateway_sandbox.url, env={"COLABHIVE_API_KEY": DEMO_KEY}, gunicorn_conf=how == "plain gunicorn")
     try:
         response = post(server.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}, key=None)
         assert response.status_code == 401
     finally:
         log = server.stop()
-    assert "http.api_key_ignored" in log and DEMO_KEY not in log
+    warned = [json.loads(line) for line in log.splitlines() if "http.api_key_ignored" in line]
+    assert len(warned) == 1 and "--single-tenant" in warned[0]["hint"], log  # once, as JSON, with its hint
+    assert DEMO_KEY not in log
 
 
 def test_single_tenant_mode_uses_the_configured_key_and_offers_a_get_stream(gateway_sandbox):

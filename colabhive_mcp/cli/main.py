@@ -129,7 +129,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     resolved = configured(args)
     hosting.prepare_metrics_dir()  # before anything imports prometheus_client
-    from ..transports.http.app import check_config
+    from ..transports.http.app import check_config, warn_about
 
     if args.sandbox and not _loopback(resolved.config.bind.rpartition(":")[0]):
         raise ConfigError("the sandbox serves demo keys to anyone: bind serve --sandbox to loopback (127.0.0.1)")
@@ -138,6 +138,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if args.debug or args.sandbox or config.single_tenant:
             config = hosting.made_up_secret(config)
         check_config(config)
+        warn_about(config)
         if args.sandbox:
             _show_sandbox(config)
         logs.log.bind(bind=config.bind, gateway=config.api_url, single_tenant=config.single_tenant,

@@ -183,6 +183,11 @@ def check_config(config: Config) -> None:
     if config.http_long_requests is not None and config.http_long_requests >= config.http_threads > 1:
         raise ConfigError(f"http_long_requests ({config.http_long_requests}) must be below http_threads "
                           f"({config.http_threads}): the threads left over answer health checks and short requests")
+
+
+def warn_about(config: Config) -> None:
+    """Say what in ``config`` is allowed but probably not meant (once, by the process that starts the
+    server, not by each worker)."""
     if not config.single_tenant and config.api_key:
         log.bind(hint="hosted mode takes each request's own key; use --single-tenant for a local "
                       "single-key server").warning("http.api_key_ignored")
