@@ -457,12 +457,22 @@ def test_a_client_metadata_url_at_a_private_address_is_refused(server):
 
 # -- behind the shipped nginx site ---------------------------------------------------------------
 
-def test_a_host_connects_with_oauth_through_nginx(gateway_sandbox):
+@contextlib.contextmanager
+def behind_nginx(gateway_sandbox):
+    """One instance behind the shipped nginx site, whose address is its public_url: the site, started."""
     port = free_port()
     proxy = Nginx([f"127.0.0.1:{port}"])
     server = HttpServer(gateway_sandbox.url, port=port, env={"COLABHIVE_PUBLIC_URL": proxy.url})
     try:
         proxy.start()
+        yield proxy
+    finally:
+        proxy.stop()
+        server.stop()
+
+
+def test_a_host_connects_with_oauth_through_nginx(gateway_sandbox):
+    with behind_nginx(gateway_sandbox) as proxy:
         http = requests.Session()
         challenged = http.post(proxy.url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                                headers={"Accept": "application/json, text/event-stream"}, timeout=30, verify=proxy.cert)
@@ -479,9 +489,6 @@ def test_a_host_connects_with_oauth_through_nginx(gateway_sandbox):
             headers={"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
                      "Mcp-Method": "tools/list", **bearer(token)}, timeout=30, verify=proxy.cert)
         assert listed.status_code == 200 and listed.json()["result"]["tools"], listed.text
-    finally:
-        proxy.stop()
-        server.stop()
 
 
 @contextlib.contextmanager
@@ -751,13 +758,6 @@ def test_the_server_card_says_who_the_server_is_and_how_to_connect_without_a_key
 
 
 def test_the_server_card_is_served_behind_nginx_at_the_public_address(gateway_sandbox):
-    port = free_port()
-    proxy = Nginx([f"127.0.0.1:{port}"])
-    server = HttpServer(gateway_sandbox.url, port=port, env={"COLABHIVE_PUBLIC_URL": proxy.url})
-    try:
-        proxy.start()
+    with behind_nginx(gateway_sandbox) as proxy:
         card = requests.get(proxy.root + "/.well-known/mcp/server-card", timeout=30, verify=proxy.cert)
-        assert card.status_code == 200 and card.json()["remotes"][0]["url"] == proxy.url
-    finally:
-        proxy.stop()
-        server.stop()
+    assert card.status_code == 200 and card.json()["remotes"][0]["url"] == proxy.url
