@@ -197,8 +197,7 @@ class ToolCall:
     def _leave(self, invocation_id: str) -> None:
         """The caller is gone: a host that gave up leaves the work for a retry; anyone else stops it
         (:func:`colabhive_mcp.cancellation.keeps_work`: a hang-up's meaning depends on the revision)."""
-        if keeps_work(self.cancelled, time.perf_counter() - self.started, self.tenant.config.hang_up_keeps_after,
-                      revision(self.options.version).modern):
+        if keeps_work(self.cancelled, revision(self.options.version).modern):
             self._keep(invocation_id)
         else:
             cancel_upstream(self.tenant.gateway, invocation_id)

@@ -5,10 +5,11 @@ Claude Code...) and say so in ``notifications/cancelled`` ("Request timed out", 
 20s"; :func:`colabhive_mcp.protocol.plan.reason_of` reads it). The work they abandoned is kept for
 a retry to attach to (:mod:`colabhive_mcp.detached`); anything else stops it upstream at once.
 
-A connection that closes gives no reason. A 2026 client cancels by closing its stream, unless it had
-waited long enough for a host to give up (``hang_up_keeps_after``). A handshake-era client's
-disconnect is never its cancel (its revisions say so): unless it says why just after (the TypeScript
-SDK closes an aborted request, then sends ``notifications/cancelled``), it counts as a host giving up.
+A connection that closes gives no reason. A 2026 client cancels by closing its stream (its revision
+says a closed stream MUST be taken as a cancellation; a host with a cutoff is served before it, by
+the bounded wait and its continuation). A handshake-era client's disconnect is never its cancel (its
+revisions say so): unless it says why just after (the TypeScript SDK closes an aborted request, then
+sends ``notifications/cancelled``), it counts as a host giving up.
 """
 
 from __future__ import annotations
@@ -55,14 +56,14 @@ class Cancellation(threading.Event):
         return self.reason in (SHUTDOWN, ENDED)
 
 
-def keeps_work(cancelled: threading.Event, waited: float, hang_up_keeps_after: float, modern: bool) -> bool:
+def keeps_work(cancelled: threading.Event, modern: bool) -> bool:
     """Whether the upstream work of a cancelled call should outlive it (for a retry to attach to): its
-    host timed out, or its client hung up (a ``modern`` one after ``hang_up_keeps_after`` seconds or
-    more; a handshake-era one that says no more within :data:`SAYS_WHY_S`)."""
+    host timed out, or its handshake-era client hung up and said no more within :data:`SAYS_WHY_S`
+    (a ``modern`` client's hang-up is its cancel)."""
     reason = getattr(cancelled, "reason", None)
     if reason is None and not modern and isinstance(cancelled, Cancellation):
         reason = cancelled.explained(SAYS_WHY_S)
     if reason is None:
-        return not modern or waited >= hang_up_keeps_after
+        return not modern
     return reason == TIMEOUT
 

@@ -131,11 +131,6 @@ class Config:
     host_timeout_grace: float = _setting(
         300.0, number(float, 0, 86400), "seconds a call whose host gave up keeps running upstream, for a retry to "
         "attach to (then it is cancelled)", env="COLABHIVE_HOST_TIMEOUT_GRACE")
-    hang_up_keeps_after: float = _setting(
-        10.0, number(float, 0, 86400), "a call whose 2026 client closes its stream after this many seconds is a "
-        "host that gave up: its work is kept for a retry; sooner, it is stopped (a handshake-era client's hang-up "
-        "always keeps it)",
-        env="COLABHIVE_HANG_UP_KEEPS_AFTER")
     poll_initial: float = _setting(
         0.25, number(float, 0.01, 60), "first poll interval in seconds", env="COLABHIVE_POLL_INITIAL")
     poll_max_interval: float = _setting(

@@ -15,6 +15,9 @@ RETIRED = {
     "host": 'set bind = "HOST:PORT" (--bind, COLABHIVE_BIND) instead',
     "port": 'set bind = "HOST:PORT" (--bind, COLABHIVE_BIND) instead',
     "sse_path": "the endpoint is /mcp (and /sse for 2024-11-05 clients); map another path to it in nginx",
+    # (a setting of the 1.0 previews: a 2026 client's closed stream is its cancel, as its revision says)
+    "hang_up_keeps_after": "a 2026 client's closed stream now always cancels its call, as its revision says; "
+                           "remove it",
 }
 # 0.3.4's own control-plane tools (webhooks, cohorts), off by default there and absent here:
 # "off" asks for what happens anyway; "on" cannot be honoured.
