@@ -387,8 +387,10 @@ def test_a_key_revoked_mid_session_on_the_2024_11_05_transport_is_told_so(one_wo
 
 def test_dns_rebinding_is_refused(hosted):
     body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-    assert post(hosted.url, body, Origin="http://evil.example.com").status_code == 403
-    assert post(hosted.url, body, Host="evil.example.com").status_code == 421
+    foreign = post(hosted.url, body, Origin="http://evil.example.com")
+    assert foreign.status_code == 403 and foreign.json()["id"] is None  # an error with no id: the body is not read
+    unknown_host = post(hosted.url, body, Host="evil.example.com")
+    assert unknown_host.status_code == 421 and unknown_host.json()["id"] is None
     assert post(hosted.url, body, Origin=f"http://127.0.0.1:{hosted.port}").status_code != 403
 
 
@@ -647,6 +649,7 @@ def test_cors_only_for_configured_origins_and_keys_never_leak(gateway_sandbox):
             assert requests.options(server.url, headers={"Origin": unreadable}, timeout=10).status_code == 403
             refused = post(server.url, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, key=DEMO_KEY, Origin=unreadable)
             assert refused.status_code == 403 and refused.json()["error"]["message"] == "Origin not allowed"
+            assert refused.json()["id"] is None  # (the body of a refused request is not read: no id echoed)
         allowed = post(server.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "web", "version": "1"}}},
             key=secret, Origin="https://app.example.com")

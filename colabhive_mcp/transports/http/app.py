@@ -84,15 +84,18 @@ class McpApp:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         request = HttpRequest(environ, self.config.max_message_bytes)
+        admitted = False  # past the Host and Origin checks: only then is the body read (for its id)
         try:
             self._check_host_and_origin(request)
+            admitted = True
             if self.config.single_tenant and not local_and_direct(request):
                 raise HttpError(403, jsonrpc.INVALID_REQUEST, "This server serves its one configured key to callers "
                                 "on its own machine, directly: not from elsewhere, not through a proxy")
             response = self._route(request)
         except ColabHiveError as exc:  # what it means to the client, said once (errors.py, wire.http_answer)
             metrics.ERRORS.labels(f"http_{exc.http_status}").inc()
-            response = http_answer(exc, request_id_of(request))
+            # a request refused for its Host or Origin gets an error with no id (the transport's pages say so)
+            response = http_answer(exc, request_id_of(request) if admitted else None)
         except RequestEntityTooLarge:
             response = http_answer(HttpError(413, jsonrpc.INVALID_REQUEST,
                                              f"Request body larger than {self.config.max_message_bytes} bytes"))
