@@ -89,7 +89,8 @@ def result(context: Context, request: Request) -> dict[str, Any]:
 
 def cancel(context: Context, request: Request) -> dict[str, Any]:
     """Stop the task's work upstream, and say where it then stands as the gateway says it: a task that
-    finished first cannot be cancelled, and one the gateway cannot stop is not said to be."""
+    finished first cannot be cancelled, and one the gateway cannot stop is not said to be (the 2026
+    extension's cancel is an acknowledgment only, even then: ``tasks/get`` says how the work ends)."""
     ref = _task(context, request)
     if not request.modern and _fetch(request, ref).terminal:
         raise JsonRpcError(INVALID_PARAMS, "Cannot cancel a task that has already finished")
@@ -99,6 +100,8 @@ def cancel(context: Context, request: Request) -> dict[str, Any]:
         raise JsonRpcError(INTERNAL_ERROR, f"Cannot cancel this task: {exc}") from None
     if invocation is None:  # no cancel route, or no such invocation (any more): which one, the gateway says
         _fetch(request, ref)
+        if request.modern:
+            return {}
         raise JsonRpcError(INTERNAL_ERROR, "Cannot cancel this task: ColabHive has no way to stop its work, which "
                            "goes on (tasks/get says how it ends)")
     if request.modern:
