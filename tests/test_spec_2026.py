@@ -184,6 +184,7 @@ def test_a_listen_ends_at_stream_max_age_with_its_completion_result(server):
     assert acknowledged["params"]["notifications"] == {"toolsListChanged": True}
     assert goodbye["id"] == "sub-1" and goodbye["result"]["resultType"] == "complete"
     assert goodbye["result"]["_meta"][SUBSCRIPTION] == "sub-1"
+    assert not [m for m in messages if m.get("method") == "notifications/cancelled"]  # (as over stdio)
 
 
 # -- tasks' small print -----------------------------------------------------------------------------

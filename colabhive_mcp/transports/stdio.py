@@ -8,9 +8,9 @@ Every write to stdout goes through one lock, and nothing but MCP messages is eve
 
 Shutdown: end of input (the host has gone) and SIGTERM (or SIGINT) end every request still open
 the way a cancellation does: a tool call's work is stopped upstream and the call answered with an
-error, a ``subscriptions/listen`` gets its completion result, then the ``notifications/cancelled``
-a server sends when it tears a subscription down (2026-07-28 asks for one or the other, in two
-places). The process exits within about a second, whatever the gateway does.
+error, a ``subscriptions/listen`` gets its completion result, as over HTTP (the answer JSON-RPC
+promises; 2026-07-28 also names a server's ``notifications/cancelled`` in one place: one reading, on
+both transports). The process exits within about a second, whatever the gateway does.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import Any, BinaryIO
 
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import BatchFrame, Frame, JsonRpcError
-from ..protocol.plan import LISTEN
 from ..logs import log
 from ..keys import KeyRejected
 from ..limits import LimitReached
@@ -143,9 +142,6 @@ class StdioTransport:
             answer = jsonrpc.internal_error(frame)
         if answer is not None:
             self.write(answer)
-            if frame.method == LISTEN and self._stopped.is_set():
-                self.write(jsonrpc.notification("notifications/cancelled", {
-                    "requestId": frame.id, "reason": "the server is shutting down"}))
             self.tenant.save()  # what the tenant keeps on disk, if it has news: never before an answer
 
 
