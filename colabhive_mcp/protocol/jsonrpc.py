@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Mapping, TypeGuard, Union
 from ..encoding import PARSE_DEPTH, EncodedList, to_json, too_deep
 from .. import errors
 from ..errors import ColabHiveError
+from . import methods
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -33,7 +34,6 @@ UNSUPPORTED_PROTOCOL_VERSION = -32022
 MAX_DEPTH = 128  # deeper messages are refused: code that walks them recursively would overflow
 META_VERSION = "io.modelcontextprotocol/protocolVersion"  # a 2026-07-28 request names its revision here
 # 2026: the params field each method's Mcp-Name header mirrors
-NAME_PARAMS = {"tools/call": "name", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
 
 class JsonRpcError(ColabHiveError):
@@ -126,7 +126,7 @@ class RequestFrame:
     params: dict[str, Any]
     meta: dict[str, Any]  # params._meta when it is an object, else {}
     modern: bool  # it names its revision in _meta: served statelessly (``initialize`` never is)
-    name: str | None  # what its Mcp-Name header mirrors: the tool called, the task named (see NAME_PARAMS)
+    name: str | None  # what its Mcp-Name header mirrors: the tool called, the task named (methods.Method.named)
     progress_token: RequestId | None  # the client's, when it sent a usable one
     raw: dict[str, Any]  # as it came: for the frame log only
 
@@ -220,7 +220,7 @@ def _call(message: dict[str, Any]) -> Single:
     meta, modern = _era(method, params)
     if "id" not in message:
         return NotificationFrame(method, params, meta, modern)
-    name_field = NAME_PARAMS.get(method)
+    name_field = methods.of(method).named
     name = params.get(name_field) if name_field else None
     token = meta.get("progressToken")
     return RequestFrame(message["id"], method, params, meta, modern, name if isinstance(name, str) else None,
@@ -231,7 +231,7 @@ def _era(method: Any, params: Any) -> tuple[dict[str, Any], bool]:
     """A message's ``_meta`` object, and whether it names its revision there (``initialize`` never does)."""
     meta = params.get("_meta") if isinstance(params, dict) else None
     meta = meta if isinstance(meta, dict) else {}
-    return meta, method != "initialize" and META_VERSION in meta
+    return meta, method != methods.INITIALIZE and META_VERSION in meta
 
 
 def _invalid(message: Any, text: str, code: int = INVALID_REQUEST) -> InvalidFrame:

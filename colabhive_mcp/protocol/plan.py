@@ -14,15 +14,13 @@ from dataclasses import dataclass
 
 from ..cancellation import TIMEOUT, USER, Reason
 from ..revisions import revision
+from . import methods
 from .confirm import may_ask
 from .eras import META_LOG_LEVEL, envelope_error
 from .jsonrpc import (BatchFrame, Frame, JsonRpcError, NotificationFrame, RequestFrame, RequestId, awaits_answer,
                       is_valid_id)
 from .request import Session
 
-LONG_METHODS = frozenset({"tools/call", "tasks/result", "subscriptions/listen"})  # may hold a thread for long
-HELD_METHODS = frozenset({"tasks/result", "subscriptions/listen"})  # open for as long as the client likes
-LISTEN = "subscriptions/listen"
 _TIMED_OUT = re.compile(r"time[sd]?[\s_-]?out|timed out|-32001", re.IGNORECASE)
 
 
@@ -49,19 +47,19 @@ def plan(frame: Frame, session: Session | None = None, confirm_policy: str = "of
     """The plan for one frame, within the legacy ``session`` it belongs to (its log level, its
     capabilities), if any."""
     if isinstance(frame, BatchFrame):
-        methods = {member.method for member in frame.frames}
-        return Plan(long=bool(methods & LONG_METHODS), held=bool(methods & HELD_METHODS))
-    method = frame.method
+        rows = [methods.of(member.method or "") for member in frame.frames]
+        return Plan(long=any(row.long for row in rows), held=any(row.held for row in rows))
+    row = methods.of(frame.method or "")
     request = awaits_answer(frame)
-    calls = method == "tools/call"
+    calls = row.name == methods.CALL
     logs = META_LOG_LEVEL in frame.meta or (session is not None and session.log_level is not None)
     capabilities = session.capabilities if session is not None else {}
     return Plan(
-        modern=frame.modern, request=request, opens=request and method == "initialize",
+        modern=frame.modern, request=request, opens=request and row.opens,
         notifies=calls and ("progressToken" in frame.meta or logs), calls=calls,
         asks=calls and not frame.modern and may_ask(confirm_policy, capabilities),
-        listens=method == LISTEN, long=method in LONG_METHODS, held=method in HELD_METHODS,
-        light=not frame.modern and (not isinstance(frame, RequestFrame) or method == "ping"),
+        listens=row.name == methods.LISTEN, long=row.long, held=row.held,
+        light=not frame.modern and (not isinstance(frame, RequestFrame) or row.light),
         resumable=session is not None and session.version is not None and revision(session.version).resumable,
         refusal=envelope_error(frame.meta) if frame.modern else None, cancels=cancelled_by(frame))
 

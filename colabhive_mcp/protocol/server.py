@@ -3,7 +3,8 @@
 :meth:`Server.handle` takes one parsed frame (:mod:`.jsonrpc`) with a small context (the tenant, the
 legacy :class:`Session`, a ``notify`` callback, a cancel event) and returns the response (or
 ``None``). Transports parse bytes and write answers; they never re-implement any of this. The
-method table is here; each method is served by a module of this package. Serving a request may
+methods are the rows of :mod:`.methods`; their handlers are here, each served by a module of this
+package. Serving a request may
 wait (a tool call polls, a confirmation asks the user): the thread that calls ``handle`` waits.
 
 Eras: a request whose ``params._meta`` carries ``io.modelcontextprotocol/protocolVersion`` is
@@ -27,7 +28,7 @@ from ..policy import Policy
 from ..state import InstanceStore
 from ..memory_store import MemoryStore
 from ..tenant import Tenant
-from . import calling, jsonrpc, lifecycle, listing, tasks
+from . import calling, jsonrpc, lifecycle, listing, methods, tasks
 from .context import Context
 from ..revisions import BATCH_VERSIONS, revision
 from .eras import (META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, META_VERSION,
@@ -37,16 +38,17 @@ from .plan import Plan, cancelled_by, plan
 from .request import Narrowing, Request, Session
 
 Handler = Callable[[Context, Request], dict[str, Any]]
-LEGACY_METHODS: dict[str, Handler] = {
+# the handler of each method of the table (:mod:`.methods`), in whichever era its row serves it; the
+# handshake (``initialize``) and a legacy ``ping`` are answered before a request is made
+HANDLERS: dict[str, Handler] = {
     "logging/setLevel": lifecycle.set_level,
-    "tools/list": lambda context, request: listing.tools_list(request, context.config),
-    "tools/call": calling.tools_call,
-    "tasks/get": tasks.get, "tasks/result": tasks.result, "tasks/cancel": tasks.cancel}
-MODERN_METHODS: dict[str, Handler] = {
     "server/discover": lambda context, request: lifecycle.discover(request),
-    "tools/list": LEGACY_METHODS["tools/list"], "tools/call": calling.tools_call,
-    "subscriptions/listen": lambda context, request: lifecycle.listen(request),
-    "tasks/get": tasks.get, "tasks/cancel": tasks.cancel, "tasks/update": tasks.update}
+    "tools/list": lambda context, request: listing.tools_list(request, context.config),
+    methods.CALL: calling.tools_call,
+    "tasks/get": tasks.get, "tasks/result": tasks.result, "tasks/cancel": tasks.cancel, "tasks/update": tasks.update,
+    methods.LISTEN: lambda context, request: lifecycle.listen(request)}
+
+
 class Server:
     """The MCP method table over tenants; thread-safe, one instance per process."""
 
@@ -132,7 +134,7 @@ class Server:
                                                     f"under protocol {' and '.join(BATCH_VERSIONS)}"))
         if not batch.frames:
             return jsonrpc.error(None, JsonRpcError(INVALID_REQUEST, "Invalid Request: empty batch"))
-        if any(member.method == "initialize" for member in batch.frames):
+        if any(methods.of(member.method or "").opens for member in batch.frames):
             return jsonrpc.error(None, JsonRpcError(
                 INVALID_REQUEST, "Invalid Request: initialize must not be part of a batch"))
         answers = [self.handle(member, session=session, **context) for member in batch.frames]
@@ -184,7 +186,8 @@ class Server:
     def _dispatch(self, frame: jsonrpc.RequestFrame, tenant: Tenant | None, session: Session,
                   notify: Callable[[dict[str, Any]], None], cancelled: Cancellation,
                   narrow: Policy | None) -> dict[str, Any]:
-        if frame.method == "ping" and not frame.modern:
+        row = methods.of(frame.method)
+        if row.light and not frame.modern:
             return {}
         assert tenant is not None, "a transport serves everything but notifications, answers and ping with a tenant"
         if frame.modern:
@@ -193,25 +196,23 @@ class Server:
                                         capabilities=frame.meta[META_CAPABILITIES], narrow=narrow,
                                         profile=profiles.for_client(frame.meta.get(META_CLIENT_INFO), self.config),
                                         log_level=frame.meta.get(META_LOG_LEVEL)))
-        if frame.method == "initialize":
+        if row.opens:
             return lifecycle.initialize(frame.params, session, self.config, self.context.list_changed)
-        handler = LEGACY_METHODS.get(frame.method)
-        if handler is None:
+        if not row.legacy:
             raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {frame.method}")
         if session.version is None:
             raise JsonRpcError(INVALID_PARAMS, "Session not initialized: send initialize first "
                                                "(or use protocol 2026-07-28 with per-request _meta)")
-        return handler(self.context, Request(
+        return HANDLERS[row.name](self.context, Request(
             frame, session.version, tenant, notify, cancelled, capabilities=session.capabilities, narrow=narrow,
             profile=profiles.for_client(session.client_info, self.config), log_level=session.log_level,
             session=session))
 
     def _modern(self, request: Request) -> dict[str, Any]:
         """A 2026 request: its method's result, said to be complete unless it says otherwise, with our serverInfo."""
-        handler = MODERN_METHODS.get(request.method)
-        if handler is None:
+        if not methods.of(request.method).modern:
             raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {request.method}")
-        result = handler(self.context, request)
+        result = HANDLERS[request.method](self.context, request)
         result["resultType"] = result.get("resultType", "complete")
         result.setdefault("_meta", {})[META_SERVER_INFO] = lifecycle.server_info(request.version)
         return result
@@ -227,7 +228,7 @@ def _modern_version(meta: dict[str, Any]) -> str:
 
 def _span_of(frame: jsonrpc.RequestFrame, session: Session) -> tuple[str, dict[str, Any]]:
     """A request's span name and attributes (OpenTelemetry's conventions for MCP)."""
-    tool = frame.name if frame.method == "tools/call" else None
+    tool = frame.name if frame.method == methods.CALL else None
     version = frame.meta.get(META_VERSION) if frame.modern else session.version
     attributes = {"mcp.method.name": frame.method, "jsonrpc.request.id": str(frame.id),
                   "mcp.protocol.version": version if isinstance(version, str) else None,

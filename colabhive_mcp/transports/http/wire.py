@@ -25,7 +25,7 @@ from ...errors import ColabHiveError
 from ...keys import ApiKey
 from ...logs import log
 from ...loopback import is_loopback
-from ...protocol import jsonrpc
+from ...protocol import jsonrpc, methods
 from ...protocol.jsonrpc import META_VERSION, Frame, JsonRpcError, RequestFrame
 from ...protocol.request import Narrowing
 from .incoming import HttpRequest
@@ -174,7 +174,7 @@ def header_mismatch(headers: Mapping[str, str], frame: Frame) -> str | None:
         return "Mcp-Method header does not match the request's method"
     if isinstance(frame, RequestFrame) and frame.name is not None:  # the method has a name, and the body gave it
         if _decode_header(headers.get("Mcp-Name")) != frame.name:
-            return f"Mcp-Name header does not match params.{jsonrpc.NAME_PARAMS[frame.method]}"
+            return f"Mcp-Name header does not match params.{methods.of(frame.method).named}"
     return None
 
 
