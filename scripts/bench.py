@@ -388,7 +388,11 @@ def bench_polls(sandbox: Sandbox, seconds: float) -> dict[str, Any]:
 
 def bench_tenancy(sandbox: Sandbox, tenants: int) -> dict[str, Any]:
     """RSS of a process holding ``tenants`` tenants, each with the 1 MB manifest (a snapshot)."""
-    snapshot = Path("/tmp/colabhive-bench-manifest.json")
+    with tempfile.TemporaryDirectory(prefix="colabhive-bench-") as scratch:  # (this run's own: any user, in parallel)
+        return _tenancy_with(sandbox, tenants, Path(scratch) / "manifest.json")
+
+
+def _tenancy_with(sandbox: Sandbox, tenants: int, snapshot: Path) -> dict[str, Any]:
     manifest = requests.get(sandbox.url + "/mcp/manifest", headers={"X-API-Key": DEMO_KEY}).json()
     entries = list(manifest["tools"])
     cursor = manifest.get("nextCursor")

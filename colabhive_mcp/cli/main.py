@@ -12,6 +12,7 @@ import contextlib
 import errno
 import json
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -33,7 +34,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"colabhive-mcp: {exc}", file=sys.stderr)
         return USAGE
-    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (and no second one while the process ends)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("\ncolabhive-mcp: stopped (Ctrl-C)", file=sys.stderr)
         return INTERRUPTED
 
