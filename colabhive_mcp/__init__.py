@@ -4,7 +4,7 @@ The house's own words, as the code uses them:
 
 - **era**: which kind of MCP a message speaks. *Legacy* (2024-11-05 … 2025-11-25) opens with the
   ``initialize`` handshake and lives in a session; *modern* (2026-07-28) carries its revision and
-  the client's capabilities in every request's ``_meta`` (:mod:`.protocol.eras`).
+  the client's capabilities in every request's ``_meta`` (:mod:`.protocol.envelope`).
 - **tenant**: one API key's server-side state (its gateway session, manifest, limits); hosted mode
   keeps them in a pool keyed by the key's digest (:mod:`.tenant`, :mod:`.pool`).
 - **binding**: 128 bits derived from a key that signed tokens (session ids, task ids,

@@ -10,7 +10,7 @@
     ├── ManifestError   no tool list can be served (manifest.py)                      -32603 · 503
     ├── UnknownTool     no tool of that name for this key (tenant.py)                 -32602
     ├── Refused         a call refused before the gateway heard of it (tenant.py)     an isError result
-    └── JsonRpcError    a protocol error with its own code (protocol/jsonrpc.py)
+    └── JsonRpcError    a protocol error with its own code (here; spoken by protocol/jsonrpc.py)
         └── HttpError   an answer decided at the HTTP edge, with its status (transports/http/wire.py)
 
 Code that raises one says what happened; each transport maps the tree to the wire in one place
@@ -19,6 +19,8 @@ headers). This module imports nothing of the house: every other one may import i
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
@@ -41,3 +43,21 @@ class ColabHiveError(Exception):
     def client_message(self) -> str:
         """What a client is told (the message, unless the error has advice to add)."""
         return self.message
+
+
+class JsonRpcError(ColabHiveError):
+    """An error that becomes a JSON-RPC ``error`` object (answered in-band: an HTTP 200 unless its
+    transport's table says otherwise)."""
+
+    http_status = 200
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.data = data
+
+    def to_dict(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error

@@ -1,6 +1,6 @@
 """The MCP protocol core, both eras: what a message means and how it is answered, whatever carried it."""
 
-from .eras import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS
+from ..revisions import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS
 from .request import Request, Session
 from .server import Server
 

@@ -19,8 +19,9 @@ from typing import Any, ClassVar, Mapping, TypeGuard, Union
 
 from ..encoding import PARSE_DEPTH, EncodedList, to_json, too_deep
 from .. import errors
-from ..errors import ColabHiveError
-from . import methods
+from ..errors import ColabHiveError, JsonRpcError
+from . import envelope, methods
+from .envelope import Envelope
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -30,28 +31,9 @@ KEY_REJECTED, LIMIT_REACHED = errors.KEY_REJECTED, errors.LIMIT_REACHED  # this 
 # 2026-07-28 codes
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
-UNSUPPORTED_PROTOCOL_VERSION = -32022
+UNSUPPORTED_PROTOCOL_VERSION = envelope.UNSUPPORTED_PROTOCOL_VERSION  # (the envelope's own refusal)
 MAX_DEPTH = 128  # deeper messages are refused: code that walks them recursively would overflow
-META_VERSION = "io.modelcontextprotocol/protocolVersion"  # a 2026-07-28 request names its revision here
 # 2026: the params field each method's Mcp-Name header mirrors
-
-
-class JsonRpcError(ColabHiveError):
-    """An error that becomes a JSON-RPC ``error`` object (answered in-band: an HTTP 200 unless its
-    transport's table says otherwise)."""
-
-    http_status = 200
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.data = data
-
-    def to_dict(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
 
 
 def _decode(raw: bytes | str) -> Any:
@@ -125,10 +107,15 @@ class RequestFrame:
     method: str
     params: dict[str, Any]
     meta: dict[str, Any]  # params._meta when it is an object, else {}
-    modern: bool  # it names its revision in _meta: served statelessly (``initialize`` never is)
+    envelope: Envelope | None  # a 2026 request's _meta, read once (None: a handshake-era request)
     name: str | None  # what its Mcp-Name header mirrors: the tool called, the task named (methods.Method.named)
     progress_token: RequestId | None  # the client's, when it sent a usable one
     raw: dict[str, Any]  # as it came: for the frame log only
+
+    @property
+    def modern(self) -> bool:
+        """Whether it names its revision in ``_meta``: served statelessly (``initialize`` never is)."""
+        return self.envelope is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +125,12 @@ class NotificationFrame:
     method: str
     params: dict[str, Any]
     meta: dict[str, Any]
-    modern: bool
+    envelope: Envelope | None
     id: ClassVar[None] = None
+
+    @property
+    def modern(self) -> bool:
+        return self.envelope is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +141,7 @@ class ResponseFrame:
     result: Any  # None when it is an error
     method: ClassVar[None] = None
     meta: ClassVar[Mapping[str, Any]] = NO_META
+    envelope: ClassVar[None] = None
     modern: ClassVar[bool] = False
 
 
@@ -163,7 +155,11 @@ class InvalidFrame:
     answered: bool
     method: str | None  # its method when it had a string one
     meta: dict[str, Any]  # its params._meta when it had one: its era is read as for any other
-    modern: bool
+    envelope: Envelope | None
+
+    @property
+    def modern(self) -> bool:
+        return self.envelope is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +170,7 @@ class BatchFrame:
     method: ClassVar[None] = None
     id: ClassVar[None] = None
     meta: ClassVar[Mapping[str, Any]] = NO_META
+    envelope: ClassVar[None] = None
     modern: ClassVar[bool] = False  # each member says its own era (a 2026 request is never batched)
 
 
@@ -217,30 +214,30 @@ def _call(message: dict[str, Any]) -> Single:
     params = message.get("params", {})
     if not isinstance(params, dict):
         return _invalid(message, 'Invalid params: "params" must be an object', INVALID_PARAMS)
-    meta, modern = _era(method, params)
+    meta, read = _era(method, params)
     if "id" not in message:
-        return NotificationFrame(method, params, meta, modern)
+        return NotificationFrame(method, params, meta, read)
     name_field = methods.of(method).named
     name = params.get(name_field) if name_field else None
     token = meta.get("progressToken")
-    return RequestFrame(message["id"], method, params, meta, modern, name if isinstance(name, str) else None,
+    return RequestFrame(message["id"], method, params, meta, read, name if isinstance(name, str) else None,
                         token if is_valid_id(token) else None, message)
 
 
-def _era(method: Any, params: Any) -> tuple[dict[str, Any], bool]:
-    """A message's ``_meta`` object, and whether it names its revision there (``initialize`` never does)."""
+def _era(method: Any, params: Any) -> tuple[dict[str, Any], Envelope | None]:
+    """A message's ``_meta`` object, and its 2026 envelope, read once, when it names its revision there."""
     meta = params.get("_meta") if isinstance(params, dict) else None
     meta = meta if isinstance(meta, dict) else {}
-    return meta, method != methods.INITIALIZE and META_VERSION in meta
+    return meta, envelope.read(meta) if envelope.names_revision(method, meta) else None
 
 
 def _invalid(message: Any, text: str, code: int = INVALID_REQUEST) -> InvalidFrame:
     fields = message if isinstance(message, dict) else {}
     method = fields.get("method") if isinstance(fields.get("method"), str) else None
-    meta, modern = _era(method, fields.get("params"))
+    meta, read = _era(method, fields.get("params"))
     return InvalidFrame(JsonRpcError(code, text), _usable_id(message),
                         answered=not ("method" in fields and "id" not in fields), method=method, meta=meta,
-                        modern=modern)
+                        envelope=read)
 
 
 def is_valid_id(value: Any) -> TypeGuard[RequestId]:

@@ -10,7 +10,7 @@ from ..config import Config
 from ..logs import log
 from . import tasks
 from ..revisions import LEGACY_VERSIONS, SUPPORTED_VERSIONS, revision
-from .eras import LOG_LEVELS, META_SUBSCRIPTION
+from .envelope import LOG_LEVELS, META_SUBSCRIPTION
 from .context import Context
 from .jsonrpc import INVALID_PARAMS, JsonRpcError
 from .request import Request, Session

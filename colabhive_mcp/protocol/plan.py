@@ -16,7 +16,6 @@ from ..cancellation import TIMEOUT, USER, Reason
 from ..revisions import revision
 from . import methods
 from .confirm import may_ask
-from .eras import META_LOG_LEVEL, envelope_error
 from .jsonrpc import (BatchFrame, Frame, JsonRpcError, NotificationFrame, RequestFrame, RequestId, awaits_answer,
                       is_valid_id)
 from .request import Session
@@ -52,7 +51,8 @@ def plan(frame: Frame, session: Session | None = None, confirm_policy: str = "of
     row = methods.of(frame.method or "")
     request = awaits_answer(frame)
     calls = row.name == methods.CALL
-    logs = META_LOG_LEVEL in frame.meta or (session is not None and session.log_level is not None)
+    logs = (frame.envelope is not None and frame.envelope.log_level is not None) or (
+        session is not None and session.log_level is not None)
     capabilities = session.capabilities if session is not None else {}
     return Plan(
         modern=frame.modern, request=request, opens=request and row.opens,
@@ -61,7 +61,7 @@ def plan(frame: Frame, session: Session | None = None, confirm_policy: str = "of
         listens=row.name == methods.LISTEN, long=row.long, held=row.held,
         light=not frame.modern and (not isinstance(frame, RequestFrame) or row.light),
         resumable=session is not None and session.version is not None and revision(session.version).resumable,
-        refusal=envelope_error(frame.meta) if frame.modern else None, cancels=cancelled_by(frame))
+        refusal=frame.envelope.refusal if frame.envelope is not None else None, cancels=cancelled_by(frame))
 
 
 def cancelled_by(frame: Frame) -> tuple[RequestId, Reason] | None:

@@ -9,7 +9,7 @@ from ..cancellation import Cancellation
 from ..policy import Policy
 from ..profiles import UNKNOWN, Profile
 from ..tenant import Tenant
-from .eras import LOG_LEVELS
+from .envelope import LOG_LEVELS
 from .jsonrpc import RequestFrame, RequestId, notification
 
 

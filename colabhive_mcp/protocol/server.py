@@ -31,8 +31,7 @@ from ..tenant import Tenant
 from . import calling, jsonrpc, lifecycle, listing, methods, tasks
 from .context import Context
 from ..revisions import BATCH_VERSIONS, revision
-from .eras import (META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, META_VERSION,
-                   envelope_error)
+from .envelope import META_SERVER_INFO
 from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
 from .plan import Plan, cancelled_by, plan
 from .request import Narrowing, Request, Session
@@ -190,12 +189,14 @@ class Server:
         if row.light and not frame.modern:
             return {}
         assert tenant is not None, "a transport serves everything but notifications, answers and ping with a tenant"
-        if frame.modern:
-            version = _modern_version(frame.meta)  # its envelope holds, or its error is raised
-            return self._modern(Request(frame, version, tenant, notify, cancelled,
-                                        capabilities=frame.meta[META_CAPABILITIES], narrow=narrow,
-                                        profile=profiles.for_client(frame.meta.get(META_CLIENT_INFO), self.config),
-                                        log_level=frame.meta.get(META_LOG_LEVEL)))
+        envelope = frame.envelope
+        if envelope is not None:
+            if envelope.refusal is not None:
+                raise envelope.refusal
+            return self._modern(Request(frame, envelope.version, tenant, notify, cancelled,
+                                        capabilities=envelope.capabilities, narrow=narrow,
+                                        profile=profiles.for_client(envelope.client_info, self.config),
+                                        log_level=envelope.log_level))
         if row.opens:
             return lifecycle.initialize(frame.params, session, self.config, self.context.list_changed)
         if not row.legacy:
@@ -218,18 +219,10 @@ class Server:
         return result
 
 
-def _modern_version(meta: dict[str, Any]) -> str:
-    """The revision a 2026 request names, once its per-request envelope holds (else its error is raised)."""
-    error = envelope_error(meta)
-    if error is not None:
-        raise error
-    return meta[META_VERSION]
-
-
 def _span_of(frame: jsonrpc.RequestFrame, session: Session) -> tuple[str, dict[str, Any]]:
     """A request's span name and attributes (OpenTelemetry's conventions for MCP)."""
     tool = frame.name if frame.method == methods.CALL else None
-    version = frame.meta.get(META_VERSION) if frame.modern else session.version
+    version = frame.envelope.version if frame.envelope is not None else session.version
     attributes = {"mcp.method.name": frame.method, "jsonrpc.request.id": str(frame.id),
                   "mcp.protocol.version": version if isinstance(version, str) else None,
                   "mcp.session.id": None if frame.modern or session.version is None else session.id,

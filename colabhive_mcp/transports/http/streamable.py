@@ -27,7 +27,8 @@ from ...keys import ApiKey
 from ...errors import ColabHiveError
 from ...logs import log
 from ...protocol import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS, Server, Session, jsonrpc
-from ...protocol.eras import META_VERSION
+from ...protocol import envelope
+from ...protocol.envelope import META_VERSION
 from ...protocol.plan import Plan
 from ...protocol.jsonrpc import BatchFrame, Frame, Single
 from ...tenant import Tenant
@@ -263,8 +264,8 @@ def _check_legacy_version(version: str | None) -> None:
         raise HttpError(400, jsonrpc.HEADER_MISMATCH, f"MCP-Protocol-Version is {version} but params._meta has no "
                         f"{META_VERSION!r}: a {version} request carries its version and the client's capabilities "
                         "in params._meta")
-    raise HttpError(400, jsonrpc.UNSUPPORTED_PROTOCOL_VERSION, f"Unsupported protocol version: {version}",
-                    data={"supported": list(SUPPORTED_VERSIONS), "requested": version})
+    refused = envelope.unsupported(version, SUPPORTED_VERSIONS)
+    raise HttpError(400, refused.code, refused.message, data=refused.data)
 
 
 def _streamed(plan: Plan, wanted: set[str]) -> bool:

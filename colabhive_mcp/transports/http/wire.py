@@ -26,7 +26,7 @@ from ...keys import ApiKey
 from ...logs import log
 from ...loopback import is_loopback
 from ...protocol import jsonrpc, methods
-from ...protocol.jsonrpc import META_VERSION, Frame, JsonRpcError, RequestFrame
+from ...protocol.jsonrpc import Frame, JsonRpcError, RequestFrame
 from ...protocol.request import Narrowing
 from .incoming import HttpRequest
 
@@ -167,7 +167,7 @@ def narrowing(request: HttpRequest) -> Narrowing | None:
 def header_mismatch(headers: Mapping[str, str], frame: Frame) -> str | None:
     """Why a 2026 request's routing headers disagree with its body, or ``None``. A notification has no
     name to check, and needs no ``Mcp-Method`` (the revision asks it of requests): one it sends must match."""
-    if headers.get("MCP-Protocol-Version") != frame.meta.get(META_VERSION):
+    if frame.envelope is None or headers.get("MCP-Protocol-Version") != frame.envelope.version:
         return "MCP-Protocol-Version header does not match params._meta protocolVersion"
     method = headers.get("Mcp-Method")
     if (method is not None or isinstance(frame, RequestFrame)) and (frame.method is None or method != frame.method):
