@@ -40,8 +40,10 @@ def test_ctrl_c_during_the_demo_is_one_line():
     import signal
 
     demo = subprocess.Popen([sys.executable, "-m", "colabhive_mcp", "demo"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    assert "Connected to" in demo.stdout.readline()  # the session is under way
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})  # (each line as it is printed)
+    while "> tools/call" not in demo.stdout.readline():  # the session is under way: a call is being made
+        assert demo.poll() is None, "the demo ended before it made a call"
     os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C in its terminal
     _, err = demo.communicate(timeout=60)
     assert demo.returncode == 130 and [line for line in err.splitlines() if line] == [
