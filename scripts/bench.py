@@ -55,7 +55,7 @@ from colabhive_mcp.cli.demo import StdioPeer  # noqa: E402
 from colabhive_mcp.protocol import Server, Session  # noqa: E402
 from colabhive_mcp.sandbox import API_PREFIX, DEMO_KEY  # noqa: E402
 from colabhive_mcp.tenant import Tenant  # noqa: E402
-from tests.http_server import HttpServer, free_port, rpc_messages  # noqa: E402
+from tests.support.http_server import HttpServer, free_port, rpc_messages  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from baseline import BaselineServer, FloorServer, ServerProcess, version  # noqa: E402

@@ -41,7 +41,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import ROOT, Sandbox, process_stats  # noqa: E402
-from tests.http_server import HttpServer, client, log_events  # noqa: E402
+from tests.support.http_server import HttpServer, client, log_events  # noqa: E402
 
 MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 JOB = {"name": "capacity-job", "description": "Sleeps, then answers.", "kind": "tool", "latencyClass": "medium",

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import ROOT, Sandbox, add_big_manifest  # noqa: E402
 from profile import drive, measured_calls  # noqa: E402
-from tests.http_server import HttpServer  # noqa: E402
+from tests.support.http_server import HttpServer  # noqa: E402
 
 
 def server_of(sandbox: Sandbox, package_root: str, settings: list[str]) -> HttpServer:

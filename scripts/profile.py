@@ -29,7 +29,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import ROOT, Sandbox, add_big_manifest, cpu_seconds, modern_call  # noqa: E402
-from tests.http_server import HttpServer  # noqa: E402
+from tests.support.http_server import HttpServer  # noqa: E402
 
 # The project's gunicorn settings, plus hooks that profile each request thread of the worker.
 PROFILING_CONF = """

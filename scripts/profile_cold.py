@@ -36,7 +36,7 @@ from profile import by_package  # noqa: E402
 from stub_gateway import StubGateway  # noqa: E402
 from colabhive_mcp.cli.demo import StdioPeer  # noqa: E402
 from colabhive_mcp.sandbox import DEMO_KEY  # noqa: E402
-from tests.http_server import HttpServer  # noqa: E402
+from tests.support.http_server import HttpServer  # noqa: E402
 
 # Profiles every thread: a request thread for each request it handles once ``go`` exists, and every
 # thread started after that for its whole run (one profile per thread at a time).

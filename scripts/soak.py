@@ -51,7 +51,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 from bench import MODERN_META, family, percentiles, process_stats  # noqa: E402
 from colabhive_mcp.sandbox import Sandbox  # noqa: E402
 from colabhive_mcp.sandbox.contract import fingerprint  # noqa: E402
-from tests.http_server import HttpServer, rpc_messages  # noqa: E402
+from tests.support.http_server import HttpServer, rpc_messages  # noqa: E402
 
 MODERN = "2026-07-28"
 LEGACY_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")

@@ -79,7 +79,7 @@ def own_trace(journal):
 @pytest.fixture(scope="session")
 def hosted(gateway_sandbox):
     """A hosted (multi-tenant) server under gunicorn with two workers, on the session's sandbox."""
-    from .http_server import HttpServer
+    from .support.http_server import HttpServer
 
     server = HttpServer(gateway_sandbox.url, "--http-workers", "2")
     yield server
@@ -89,7 +89,7 @@ def hosted(gateway_sandbox):
 @pytest.fixture(scope="module")
 def live(hosted):
     """The hosted server with a keep-alive client and one session per legacy version (HTTP fuzzing)."""
-    from .fuzzing import Live
+    from .support.fuzzing import Live
 
     return Live(hosted)
 
@@ -107,7 +107,7 @@ def serving(live, request):
 def ts_sdk():
     """``ts_sdk(script, scenario)``: run a tests/ Node script with the official TypeScript SDK (installed
     once from the npm registry) and return its JSON lines."""
-    from . import ts_sdk
+    from .support import ts_sdk
 
     ts_sdk.install()
     return ts_sdk.run
@@ -137,7 +137,7 @@ def warnings():
 @pytest.fixture
 def hostile(sandbox):
     """The sandbox serving the hostile manifest as well as its own catalogue."""
-    from .hostile_manifest import HOSTILE
+    from .support.hostile_manifest import HOSTILE
 
     for slug, schema, _arguments, result, output in HOSTILE:
         entry = {"name": slug, "description": f"hostile {slug[:20]}", "inputSchema": schema, "sideEffects": []}

@@ -2,7 +2,6 @@
 that hold across workers and evictions, and abuse at default settings (real gunicorn, real sandbox)."""
 
 import concurrent.futures
-import contextlib
 import json
 import time
 
@@ -13,22 +12,17 @@ from colabhive_mcp.config import Config
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 from colabhive_mcp.transports.http.admission import long_request_places
 
-from .http_server import HttpServer, client
-from .test_http import MODERN, modern, post, rpc
-from .waiting import wait_until
+from .support.http_client import health_time
+from .support.http_server import client, hosted_server
+from .support.http_client import MODERN, modern, post, rpc
+from .support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 SSE_ACCEPT = {"Accept": "text/event-stream"}
 
 
-@contextlib.contextmanager
-def server(url, *args, **env):
-    running = HttpServer(url, *args, env={f"COLABHIVE_{k.upper()}": str(v) for k, v in env.items()})
-    try:
-        yield running
-    finally:
-        running.stop()
+
 
 
 def open_sse(server, key, session=requests):
@@ -67,22 +61,14 @@ def echo(server, key):
     return answer.json()["result"]
 
 
-def health_time(server, probes=3):
-    """How soon ``/healthz`` answers: the quickest of a few probes, each on a new connection. A health
-    check queued behind the calls would make every probe slow; a busy test machine delays one now and then."""
-    times = []
-    for _ in range(probes):
-        started = time.perf_counter()
-        assert requests.get(server.root + "/healthz", timeout=30).status_code == 200
-        times.append(time.perf_counter() - started)
-    return min(times)
+
 
 
 def test_a_worker_keeps_threads_for_short_requests_whatever_holds_the_others(gateway_sandbox, sandbox, journal):
     holders = [DEMO_KEY, "hive_holder_one_0123", "hive_holder_two_0123"]  # each key gets its share of the 3
     for key in holders[1:]:
         sandbox.add_key(key)
-    with server(gateway_sandbox.url, "--http-workers", "1", http_threads=8, http_long_requests=3) as one:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "1", http_threads=8, http_long_requests=3) as one:
         for key in holders + [DEMO_KEY_B]:  # checked one by one (a check holds a place of its address's share)
             assert modern(one.url, "tools/list", key=key).status_code == 200
         with concurrent.futures.ThreadPoolExecutor(3) as pool:
@@ -107,7 +93,7 @@ def test_the_default_budget_leaves_a_quarter_of_the_threads_free():
 
 
 def test_calls_per_key_are_counted_by_the_instance_through_evictions(gateway_sandbox, sandbox, journal):
-    with server(gateway_sandbox.url, "--http-workers", "2", tenant_max_concurrent=2, pool_size=1) as two:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "2", tenant_max_concurrent=2, pool_size=1) as two:
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             held = [pool.submit(call, two, DEMO_KEY, 3) for _ in range(2)]
             assert wait_until(lambda: len(journal("invoke")) == 2, timeout=15)
@@ -121,7 +107,7 @@ def test_calls_per_key_are_counted_by_the_instance_through_evictions(gateway_san
 
 
 def test_streams_per_key_and_their_maximum_age(gateway_sandbox, sandbox):
-    with server(gateway_sandbox.url, "--http-workers", "2", tenant_max_streams=2, stream_max_age=3) as two:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "2", tenant_max_streams=2, stream_max_age=3) as two:
         first, second = open_sse(two, DEMO_KEY), listen(two, DEMO_KEY)
         assert first.status_code == second.status_code == 200
         for refused in (open_sse(two, DEMO_KEY), listen(two, DEMO_KEY)):
@@ -140,7 +126,7 @@ def test_streams_per_key_and_their_maximum_age(gateway_sandbox, sandbox):
 
 
 def test_new_keys_are_checked_with_the_gateway_at_a_bounded_rate(gateway_sandbox, sandbox, journal):
-    with server(gateway_sandbox.url, "--http-workers", "2", cold_fetches_per_minute=3) as two:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "2", cold_fetches_per_minute=3) as two:
         statuses = [rpc(two.url, "tools/list", key=f"hive_junk_{i}").status_code for i in range(8)]
         assert statuses.count(401) == 3 and statuses.count(503) == 5
         assert len(journal("manifest")) <= 3
@@ -149,7 +135,7 @@ def test_new_keys_are_checked_with_the_gateway_at_a_bounded_rate(gateway_sandbox
 
 
 def test_keys_the_gateway_accepted_lately_are_not_counted_as_new(gateway_sandbox, sandbox):
-    with server(gateway_sandbox.url, "--http-workers", "2", cold_fetches_per_minute=2, pool_size=1) as two:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "2", cold_fetches_per_minute=2, pool_size=1) as two:
         for _ in range(6):  # a pool of one: each key evicts the other, in either worker, again and again
             for key in (DEMO_KEY, DEMO_KEY_B):
                 assert modern(two.url, "tools/list", key=key).status_code == 200
@@ -163,7 +149,7 @@ def test_greedy_keys_leave_a_share_for_a_modest_one(gateway_sandbox, sandbox):
     greedy = [f"hive_greedy_{i}_0123456789" for i in range(3)]
     for key in greedy:
         sandbox.add_key(key)
-    with server(gateway_sandbox.url, "--http-workers", "1", http_threads=64) as one:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "1", http_threads=64) as one:
         with concurrent.futures.ThreadPoolExecutor(96) as pool:
             held = [pool.submit(call, one, key, 6) for key in greedy for _ in range(32)]
             time.sleep(2)
@@ -179,7 +165,7 @@ def test_greedy_keys_leave_a_share_for_a_modest_one(gateway_sandbox, sandbox):
 def test_a_2024_session_has_a_bounded_backlog(gateway_sandbox, sandbox):
     from colabhive_mcp.transports.http.legacy_sse import MESSAGE_BACKLOG
 
-    with server(gateway_sandbox.url, "--http-workers", "1") as one:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "1") as one:
         stream = requests.get(one.root + "/sse", headers={**SSE_ACCEPT, "Authorization": f"Bearer {DEMO_KEY}"},
                               stream=True, timeout=30)
         lines = stream.iter_lines()
@@ -204,7 +190,7 @@ def test_abuse_at_default_settings(gateway_sandbox, sandbox, journal):
     """160 held streams with made-up keys, then 160 with one greedy real key: another tenant is served
     in seconds and /healthz in under a second; one unknown key 20 times, and 100 junk keys (each from
     its own address): the gateway asked little, a warm tenant's manifest not fetched again."""
-    with server(gateway_sandbox.url, pool_size=8) as default:  # 2 workers x 2048 threads, limits at their defaults
+    with hosted_server(gateway_sandbox.url, pool_size=8) as default:  # 2 workers x 2048 threads, limits at their defaults
         assert modern(default.url, "tools/list", key=DEMO_KEY_B).status_code == 200  # a warm tenant
         with concurrent.futures.ThreadPoolExecutor(160) as pool:
             forger = client("127.0.0.2")
@@ -237,7 +223,7 @@ def test_new_keys_waiting_for_a_slow_gateway_leave_threads_for_everyone_else(gat
     names = [f"hive_newcomer_{i:02d}" for i in range(40)]
     for name in names:
         sandbox.add_key(name)
-    with server(gateway_sandbox.url, "--http-workers", "1", http_threads=16) as one:  # 12 places
+    with hosted_server(gateway_sandbox.url, "--http-workers", "1", http_threads=16) as one:  # 12 places
         assert modern(one.url, "tools/list", key=DEMO_KEY_B).status_code == 200  # a warm tenant
         sandbox.faults.add(route="manifest", kind="latency", count=None, seconds=2.0)
         with concurrent.futures.ThreadPoolExecutor(len(names)) as pool:
@@ -271,7 +257,7 @@ def test_a_single_tenant_servers_first_check_on_a_slow_gateway_leaves_threads_fo
     the worker's places for long requests (4 of 8 threads), the rest are refused at once (503),
     /healthz is answered meanwhile, and once the check is done every request is served."""
     sandbox.faults.add(route="manifest", kind="latency", seconds=8.0)
-    with server(gateway_sandbox.url, "--single-tenant", "--http-workers", "1", http_threads=8,
+    with hosted_server(gateway_sandbox.url, "--single-tenant", "--http-workers", "1", http_threads=8,
                 api_key=DEMO_KEY_B) as one:
         answered = lists_during_a_check(one)
         statuses = sorted(a.status_code for a in answered)
@@ -288,7 +274,7 @@ def test_a_single_tenant_servers_check_after_a_refusal_on_a_slow_gateway_leaves_
     and /healthz is answered meanwhile."""
     key = "hive_single_refused_01"
     sandbox.add_key(key)
-    with server(gateway_sandbox.url, "--single-tenant", "--http-workers", "1", http_threads=8, api_key=key,
+    with hosted_server(gateway_sandbox.url, "--single-tenant", "--http-workers", "1", http_threads=8, api_key=key,
                 manifest_ttl=1, rejected_key_ttl=1) as one:
         assert modern(one.url, "tools/list", key=None).status_code == 200
         sandbox.reset()  # the gateway no longer knows the key
@@ -308,7 +294,7 @@ def test_many_long_calls_leave_health_checks_fast(gateway_sandbox, sandbox, thre
     names = [f"hive_caller_{i}" for i in range(10)]
     for name in names:
         sandbox.add_key(name)
-    with server(gateway_sandbox.url, **({"http_threads": threads} if threads else {})) as instance:
+    with hosted_server(gateway_sandbox.url, **({"http_threads": threads} if threads else {})) as instance:
         with concurrent.futures.ThreadPoolExecutor(300) as pool:
             started = time.monotonic()
             calls = [pool.submit(call, instance, names[i % 10], 4) for i in range(300)]

@@ -17,7 +17,7 @@ from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 from colabhive_mcp.store import MemoryStore
 from colabhive_mcp.tenant import Tenant
 
-from .test_protocol import Client, text_of
+from .support.core_client import Client, text_of
 
 
 class Recorder:

@@ -17,8 +17,8 @@ from colabhive_mcp.cli.main import _check_free
 from colabhive_mcp.config import ConfigError
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .http_server import SECRET, HttpServer
-from .test_stdio import server_env
+from .support.http_server import SECRET, HttpServer
+from .support.environ import server_env
 
 pytestmark = pytest.mark.slow
 
@@ -356,7 +356,7 @@ def test_an_unknown_environment_variable_is_one_warning_and_config_lists_it(caps
 
 @pytest.mark.parametrize("how", ["serve", "plain gunicorn"])
 def test_a_server_with_an_unknown_variable_says_so_once_and_serves(gateway_sandbox, how):
-    from .test_http import initialize
+    from .support.http_client import initialize
 
     server = HttpServer(gateway_sandbox.url, "--http-workers", "2", gunicorn_conf=how == "plain gunicorn",
                         env={"COLABHIVE_SOMETHING_ELSE_ENTIRELY": "1"})
@@ -370,7 +370,7 @@ def test_a_server_with_an_unknown_variable_says_so_once_and_serves(gateway_sandb
 
 
 def test_serve_with_the_sandbox_says_where_and_with_which_key(gateway_sandbox):
-    from .test_http import initialize
+    from .support.http_client import initialize
 
     server = HttpServer(gateway_sandbox.url, "--sandbox", "--http-workers", "1")
     try:
@@ -385,7 +385,7 @@ def test_serve_with_the_sandbox_says_where_and_with_which_key(gateway_sandbox):
 def test_ctrl_c_during_call_cancels_the_gateways_job_in_one_line(sandbox, journal, tmp_path):
     import signal
 
-    from .waiting import wait_until
+    from .support.waiting import wait_until
 
     process = subprocess.Popen([sys.executable, "-m", "colabhive_mcp", "call", "batch-report", "--args",
                                 '{"seconds": 60}', "--out", str(tmp_path)], stdin=subprocess.DEVNULL,

@@ -17,10 +17,10 @@ import requests
 
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import SECRET, TUNED, log_events
-from .nginx import ROOT, binary, free_address
-from .test_http import MODERN, initialize, modern, post, rpc, sdk_session
-from .waiting import wait_until
+from .support.http_server import SECRET, TUNED, log_events
+from .support.nginx import ROOT, binary, free_address
+from .support.http_client import MODERN, initialize, modern, post, rpc, sdk_session
+from .support.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -20,9 +20,9 @@ import requests
 from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import client, log_events
-from .test_admission import server
-from .test_http import ACCEPT_BOTH, MODERN, initialize, post
+from .support.http_server import client, log_events
+from .support.http_server import hosted_server
+from .support.http_client import ACCEPT_BOTH, MODERN, initialize, post
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +43,7 @@ def test_a_flood_of_made_up_keys_locks_out_only_its_own_address(gateway_sandbox,
     sandbox.add_key("hive_newcomer_during_the_flood")
     sandbox.add_key("hive_newcomer_after_the_flood")
     attacker, newcomer = client("127.0.0.2"), client("127.0.0.3")
-    with server(gateway_sandbox.url, "--http-workers", "2") as two:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "2") as two:
         with concurrent.futures.ThreadPoolExecutor(32) as pool:
             flood = [pool.submit(tools_list, attacker, two.url, f"hive_made_up_{i:04d}") for i in range(320)]
             during = tools_list(newcomer, two.url, "hive_newcomer_during_the_flood")
@@ -69,7 +69,7 @@ def test_made_up_keys_from_the_addresses_of_one_ipv6_site_count_against_the_site
         proxy.headers["X-Forwarded-For"] = address  # as nginx appends the client it serves
         return tools_list(proxy, two.url, key)
 
-    with server(gateway_sandbox.url, "--http-workers", "2", rejected_keys_per_minute=2) as two:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "2", rejected_keys_per_minute=2) as two:
         statuses = [from_(f"2001:db8:7:{i:x}::1", f"hive_made_up_v6_{i}_{j}").status_code for i in range(6)
                     for j in range(2)]
         assert statuses == [401] * 8 + [429] * 4
@@ -87,7 +87,7 @@ def test_two_hundred_real_keys_arriving_at_once_are_all_served(gateway_sandbox, 
     for key in keys:
         sandbox.add_key(key)
     everyone = client("127.0.0.4")
-    with server(gateway_sandbox.url, "--http-workers", "2") as two:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "2") as two:
         with concurrent.futures.ThreadPoolExecutor(64) as pool:
             answers = list(pool.map(lambda key: tools_list(everyone, two.url, key), keys * 5))
     assert [a.status_code for a in answers] == [200] * 1000, sorted({(a.status_code, a.text[:200]) for a in answers})
@@ -102,9 +102,9 @@ def test_keys_the_gateway_accepted_come_back_after_a_restart_without_the_budget(
     sandbox.add_key("hive_first_time_0123456789")
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
-    with server(gateway_sandbox.url, "--http-workers", "2", runtime_dir=runtime) as first:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "2", runtime_dir=runtime) as first:
         assert [tools_list(requests, first.url, key).status_code for key in keys] == [200] * 6
-    with server(gateway_sandbox.url, "--http-workers", "2", runtime_dir=runtime, cold_fetches_per_minute=1) as again:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "2", runtime_dir=runtime, cold_fetches_per_minute=1) as again:
         assert tools_list(requests, again.url, "hive_junk_spends_the_budget").status_code == 401
         assert [tools_list(requests, again.url, key).status_code for key in keys] == [200] * 6
         first_time = tools_list(requests, again.url, "hive_first_time_0123456789")
@@ -115,7 +115,7 @@ def test_keys_the_gateway_accepted_come_back_after_a_restart_without_the_budget(
 def test_a_key_is_admitted_only_when_the_gateway_says_yes(gateway_sandbox, sandbox, fault):
     """While the gateway fails (or limits) its manifest route, a key it never accepted gets 503 with
     Retry-After: no tool list, no stream, no place in the pool. A key it accepted is still served."""
-    with server(gateway_sandbox.url, "--http-workers", "2") as two:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "2") as two:
         assert tools_list(requests, two.url, DEMO_KEY).status_code == 200
         sandbox.faults.add(route="manifest", count=None, **fault)
         try:
@@ -140,7 +140,7 @@ def test_a_key_is_admitted_only_when_the_gateway_says_yes(gateway_sandbox, sandb
 def test_ping_notifications_and_delete_never_wait_for_the_gateway(gateway_sandbox, sandbox):
     """An established session's ping, notifications, malformed messages and DELETE are answered at
     once while the gateway's manifest route hangs, though the worker no longer holds the key's tenant."""
-    with server(gateway_sandbox.url, "--http-workers", "1", pool_size=1, manifest_ttl=0) as one:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "1", pool_size=1, manifest_ttl=0) as one:
         session = initialize(one.url)
         assert post(one.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
@@ -166,7 +166,7 @@ def test_the_2024_sse_transport_answers_ping_and_notifications_without_the_gatew
     """On 2024-11-05's HTTP+SSE too, an open session's ping is answered on its stream at once and its
     notifications are taken, while the manifest route hangs and the worker no longer holds the key's
     tenant (they waited for the gateway, 20 s and more, behind the session's calls)."""
-    with server(gateway_sandbox.url, "--http-workers", "1", pool_size=1, manifest_ttl=0) as one:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "1", pool_size=1, manifest_ttl=0) as one:
         headers = {"Authorization": f"Bearer {DEMO_KEY}", "Accept": "text/event-stream"}
         with requests.get(one.root + "/sse", headers=headers, stream=True, timeout=60) as stream:
             lines = stream.iter_lines(decode_unicode=True)

@@ -14,10 +14,10 @@ from colabhive_mcp.protocol import Server, Session, jsonrpc
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.tenant import Tenant
 
-from .http_server import HttpServer
-from .test_protocol import Client as CoreClient
-from .test_stdio import server_env
-from .test_task_gates import WRITER
+from .support.http_server import HttpServer
+from .support.core_client import Client as CoreClient
+from .support.environ import server_env
+from .support.catalogue import WRITER
 
 pytestmark = pytest.mark.real_clients
 
@@ -142,7 +142,7 @@ def test_a_yes_runs_one_mutation_once_even_on_another_worker(gateway_sandbox, sa
     first_worker = HttpServer(gateway_sandbox.url, "--http-workers", "1", env=shared)
     second_worker = HttpServer(gateway_sandbox.url, "--http-workers", "1", env=shared)
     try:
-        from .test_http import modern
+        from .support.http_client import modern
 
         asked = modern(first_worker.url, "tools/call", {"name": "crm-create-contact", "arguments": CONTACT,
                                                         "_meta": caps}).json()["result"]

@@ -13,7 +13,7 @@ import pytest
 
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .http_server import HttpServer
+from .support.http_server import HttpServer
 
 pytestmark = pytest.mark.real_clients
 

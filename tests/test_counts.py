@@ -11,8 +11,8 @@ from loguru import logger
 from colabhive_mcp import counts
 from colabhive_mcp.counts import MemoryCounts, SharedCounts, open_counts
 
-from .forked import holding
-from .waiting import wait_until
+from .support.forked import holding
+from .support.waiting import wait_until
 
 
 @pytest.fixture(params=["memory", "shared"])

@@ -10,7 +10,7 @@ import pytest
 from colabhive_mcp.cli.demo import CALLS, KEYS_URL
 from colabhive_mcp.sandbox.catalogue import default_actions
 
-from .test_stdio import server_env
+from .support.environ import server_env
 
 pytestmark = pytest.mark.slow
 

@@ -16,9 +16,9 @@ import requests
 from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import HttpServer, SourceAdapter
-from .nginx import Nginx
-from .test_http import ACCEPT_BOTH
+from .support.http_server import HttpServer, SourceAdapter
+from .support.nginx import Nginx
+from .support.http_client import ACCEPT_BOTH
 
 pytestmark = pytest.mark.cluster
 

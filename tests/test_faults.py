@@ -25,9 +25,9 @@ from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B, Sandbox
 from colabhive_mcp.sandbox.contract import fingerprint
 
-from .http_server import HttpServer, free_port
-from .test_http import initialize, modern, rpc
-from .waiting import wait_until
+from .support.http_server import HttpServer, free_port
+from .support.http_client import initialize, modern, rpc
+from .support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import pytest
 from colabhive_mcp.transports.http import hangups
 from colabhive_mcp.transports.http.hangups import HangupWatch, peer_closed
 
-from .waiting import wait_until
+from .support.waiting import wait_until
 
 
 def watchers():

@@ -24,8 +24,8 @@ from colabhive_mcp.sources import load
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.tenant import Tenant
 
-from .test_protocol import Client
-from .waiting import wait_until
+from .support.core_client import Client
+from .support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -278,8 +278,8 @@ def test_a_retry_reaching_another_worker_attaches_through_the_instance_store(gat
                                                                              tmp_path):
     """Two processes sharing a runtime directory (as the workers of one instance do): the call runs in
     one, its host's timeout reaches it, and the retry lands on the other, which attaches."""
-    from .http_server import HttpServer
-    from .test_http import initialize, post, rpc
+    from .support.http_server import HttpServer
+    from .support.http_client import initialize, post, rpc
 
     shared = {"COLABHIVE_RUNTIME_DIR": str(tmp_path)}
     first = HttpServer(gateway_sandbox.url, "--http-workers", "1", env=shared)

@@ -14,9 +14,9 @@ from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.tenant import Tenant, Unreachable
 
-from .hostile_manifest import HOSTILE
-from .test_protocol import Client
-from .test_stdio import server_env
+from .support.hostile_manifest import HOSTILE
+from .support.core_client import Client
+from .support.environ import server_env
 
 NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 def by_slug(tools):

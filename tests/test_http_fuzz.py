@@ -26,7 +26,7 @@ from hypothesis import event, given, settings, strategies as st
 
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .fuzzing import (ACCEPT_BOTH, CANCELLED_PREFIX, CAPS_KEY, JSON_TYPE, LEGACY, LOG_LEVELS, MODERN, SSE_TYPE,
+from .support.fuzzing import (ACCEPT_BOTH, CANCELLED_PREFIX, CAPS_KEY, JSON_TYPE, LEGACY, LOG_LEVELS, MODERN, SSE_TYPE,
                       SURROGATE, TASKS_EXTENSION, VERSION_KEY, FUZZ, any_ids, check_answer, finite, header_safe,
                       json_values, kind_of, mcp_name_header, modern_meta, objects, plain_ids, request_ids, same_id,
                       strict_json, text, weighted, wrapped)

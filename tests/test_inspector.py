@@ -10,8 +10,8 @@ import pytest
 
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .hostile_manifest import HOSTILE
-from .test_stdio import server_env
+from .support.hostile_manifest import HOSTILE
+from .support.environ import server_env
 
 pytestmark = pytest.mark.real_clients
 

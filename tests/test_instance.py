@@ -10,14 +10,12 @@ import pytest
 
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .http_server import HttpServer, log_events
-from .test_http import initialize, modern, rpc
+from .support.http_server import HttpServer, events
+from .support.http_client import initialize, modern, rpc
 
 pytestmark = pytest.mark.slow
 
 
-def events(server, name):
-    return log_events(server.stderr(), name)
 
 
 def test_delete_ends_a_session_on_every_worker(hosted):

@@ -10,7 +10,7 @@ from colabhive_mcp.gateway_answers import Invocation
 from colabhive_mcp.invocation import (EARLY_POLLS, Backoff, ProgressTracker, Submitted, cancel_upstream, follow, run,
                                       status_message)
 
-from .clock import FakeClock
+from .support.clock import FakeClock
 
 FAST = Backoff(initial=0.01, maximum=0.02, jitter=0.0)
 

@@ -22,7 +22,7 @@ import requests
 
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import HttpServer, rpc_messages
+from .support.http_server import HttpServer, rpc_messages
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY_B
 from colabhive_mcp.tenant import Tenant
 
-from .test_protocol import Client
-from .waiting import wait_until
+from .support.core_client import Client
+from .support.waiting import wait_until
 
 
 @pytest.mark.slow

@@ -14,3 +14,15 @@ def test_pyflakes_finds_nothing():
     result = subprocess.run([sys.executable, "-m", "pyflakes", "colabhive_mcp", "tests", "scripts"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_test_module_imports_another():
+    """What two test modules share lives in tests/support/ (a test module's helpers are its own)."""
+    import re
+    from pathlib import Path
+
+    tests = Path(__file__).parent
+    importing = [f"{path.relative_to(tests)}: {line.strip()}" for path in tests.rglob("*.py")
+                 for line in path.read_text().splitlines()
+                 if re.search(r"^\s*(from\s+(\.+|tests\.)(\w+\.)*test_\w+\s+import|import\s+(tests\.)?test_\w+)", line)]
+    assert importing == []

@@ -11,10 +11,10 @@ import requests
 from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .http_server import HttpServer
-from .test_http import initialize
-from .test_stdio import server_env
-from .waiting import wait_until
+from .support.http_server import HttpServer
+from .support.http_client import initialize
+from .support.environ import server_env
+from .support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ import pytest
 from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .test_stdio import server_env
+from .support.environ import server_env
 
 pytestmark = pytest.mark.slow
 

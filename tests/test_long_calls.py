@@ -14,9 +14,9 @@ from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.tenant import Tenant
 
-from .test_protocol import Client as CoreClient
-from .test_stdio import server_env
-from .waiting import wait_until
+from .support.core_client import Client as CoreClient
+from .support.environ import server_env
+from .support.waiting import wait_until
 
 pytestmark = pytest.mark.real_clients
 

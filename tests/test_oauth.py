@@ -24,8 +24,8 @@ from colabhive_mcp.oauth.sealing import Sealer
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 from colabhive_mcp.transports.http.app import McpApp
 
-from .oauth_flow import Flow, Pages, SignedClient, error_code, form_token, pkce, query
-from .waiting import wait_until
+from .support.oauth_flow import Flow, Pages, SignedClient, error_code, form_token, pkce, query
+from .support.waiting import wait_until
 
 SECRET = "s" * 64
 PUBLIC = "http://127.0.0.1:8765/mcp"

@@ -14,8 +14,8 @@ import pytest
 
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .http_server import HttpServer
-from .oauth_flow import Flow, Pages, SignedClient, pkce, query
+from .support.http_server import HttpServer
+from .support.oauth_flow import Flow, Pages, SignedClient, pkce, query
 
 SCREENSHOTS = Path(__file__).parent / "output" / "consent-pages"
 

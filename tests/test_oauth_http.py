@@ -18,12 +18,12 @@ from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 from colabhive_mcp.sandbox.contract import fingerprint
 
-from .http_server import HttpServer, SECRET, free_port, log_events, rpc_messages
-from .nginx import Nginx
-from .fuzzing import FUZZ, SERVER_FAILURES, json_values, objects, text
-from .oauth_flow import Flow, Pages, SignedClient, error_code, pkce, query
-from .test_admission import health_time
-from .test_http import initialize, modern, post, rpc
+from .support.http_server import HttpServer, SECRET, free_port, log_events, rpc_messages
+from .support.nginx import Nginx
+from .support.fuzzing import FUZZ, SERVER_FAILURES, json_values, objects, text
+from .support.oauth_flow import Flow, Pages, SignedClient, error_code, pkce, query
+from .support.http_client import health_time
+from .support.http_client import initialize, modern, post, rpc
 
 TASKS = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
 

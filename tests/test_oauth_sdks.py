@@ -22,9 +22,9 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from . import npm
-from .http_server import HttpServer, free_port, log_events
-from .oauth_flow import REDIRECT, query
+from .support import npm
+from .support.http_server import HttpServer, free_port, log_events
+from .support.oauth_flow import REDIRECT, query
 
 pytestmark = pytest.mark.real_clients
 

@@ -12,8 +12,8 @@ import pytest
 
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 
-from .http_server import HttpServer, free_port
-from .test_http import modern
+from .support.http_server import HttpServer, free_port
+from .support.http_client import modern
 
 pytestmark = pytest.mark.slow
 

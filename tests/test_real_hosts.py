@@ -16,8 +16,8 @@ from mcp import Client, StdioServerParameters
 
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .http_server import HttpServer
-from .test_stdio import server_env
+from .support.http_server import HttpServer
+from .support.environ import server_env
 
 pytestmark = pytest.mark.real_clients
 

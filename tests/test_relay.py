@@ -11,9 +11,9 @@ from colabhive_mcp.protocol.inflight import id_digest
 from colabhive_mcp.transports.http import relay as relay_module
 from colabhive_mcp.transports.http.relay import MAX_MARKERS, MAX_PER_KEY, MAX_PER_SESSION, CancelRelay
 
-from .http_server import HttpServer
-from .test_http import initialize, post, rpc
-from .waiting import wait_until
+from .support.http_server import HttpServer
+from .support.http_client import initialize, post, rpc
+from .support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import pytest
 from colabhive_mcp import __version__
 from colabhive_mcp.cli.demo import StdioPeer
 
-from .test_stdio import server_env
+from .support.environ import server_env
 
 pytestmark = pytest.mark.release
 

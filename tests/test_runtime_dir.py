@@ -15,7 +15,7 @@ from colabhive_mcp.config import Config, ConfigError
 from colabhive_mcp.store import PlacesCounts, check_runtime_dir, open_store
 from colabhive_mcp.transports.http import hosting
 
-from .http_server import HttpServer
+from .support.http_server import HttpServer
 
 NOBODY = 65534
 AS_ROOT = os.geteuid() == 0  # who may hand a file or a directory to another user

@@ -16,7 +16,7 @@ from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.saved_manifest import SavedManifest
 from colabhive_mcp import tools
 
-from .test_stdio import server_env
+from .support.environ import server_env
 
 pytestmark = pytest.mark.slow
 

@@ -154,7 +154,7 @@ def test_the_cli_and_the_model_are_told_the_same_words(sandbox):
     from colabhive_mcp.cli.demo import StdioPeer
     from colabhive_mcp.sandbox import DEMO_KEY
 
-    from .test_stdio import server_env
+    from .support.environ import server_env
 
     env = server_env(COLABHIVE_API_KEY=DEMO_KEY)
     peer = StdioPeer([sys.executable, "-m", "colabhive_mcp", "stdio", "--api-url", sandbox.url], env=env)

@@ -6,7 +6,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from .test_stdio import server_env
+from .support.environ import server_env
 
 pytestmark = pytest.mark.real_clients
 

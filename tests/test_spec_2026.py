@@ -13,9 +13,9 @@ import requests
 from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .http_server import HttpServer, rpc_messages
-from .test_http import initialize, modern, post, rpc
-from .test_stdio import server_env
+from .support.http_server import HttpServer, rpc_messages
+from .support.http_client import initialize, modern, post, rpc
+from .support.environ import server_env
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,6 @@
 """The stdio server as a subprocess: a real session, bad input, concurrency, cancellation, shutdown."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,16 +11,13 @@ import pytest
 from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .waiting import wait_until
+from .support.environ import server_env
+from .support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 
-def server_env(**extra):
-    """The test's environment without COLABHIVE_ settings or a user's config file, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COLABHIVE_")}
-    env.update({"COLABHIVE_LOG_FORMAT": "json", "XDG_CONFIG_HOME": os.devnull, **extra})
-    return env
+
 
 
 @pytest.fixture

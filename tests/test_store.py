@@ -13,8 +13,8 @@ from colabhive_mcp.config import ConfigError
 from colabhive_mcp.state import InstanceStore, Marked, per_minute_wait
 from colabhive_mcp.store import MemoryStore, SqliteStore, open_store
 
-from .clock import FakeClock
-from .forked import holding
+from .support.clock import FakeClock
+from .support.forked import holding
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ from colabhive_mcp.state import Marked
 from colabhive_mcp.store import PlacesCounts, SqliteStore, open_store
 from colabhive_mcp.tools import Tool
 
-from .forked import holding
-from .http_server import HttpServer
-from .test_http import modern
+from .support.forked import holding
+from .support.http_server import HttpServer
+from .support.http_client import modern
 
 pytestmark = pytest.mark.slow
 

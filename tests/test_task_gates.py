@@ -6,14 +6,13 @@ import time
 import pytest
 
 
-from .test_admission import server
-from .test_http import initialize, modern, rpc
+from .support.catalogue import WRITER
+from .support.http_server import hosted_server
+from .support.http_client import initialize, modern, rpc
 
 pytestmark = pytest.mark.slow
 
 EXTENSION = "io.modelcontextprotocol/tasks"
-WRITER = {"name": "slow-writer", "description": "writes something, slowly", "latencyClass": "slow",
-          "sideEffects": ["writes"], "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}
 
 
 def capabilities(*names):
@@ -36,7 +35,7 @@ def writer(sandbox):
 
 @pytest.fixture(scope="module")
 def confirming(gateway_sandbox):
-    with server(gateway_sandbox.url, "--http-workers", "2", confirm_side_effects="require") as two:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "2", confirm_side_effects="require") as two:
         yield two
 
 
@@ -70,7 +69,7 @@ def test_tasks_hold_the_keys_call_places_while_they_run(gateway_sandbox, sandbox
     """With one call at a time per key, one of six task calls starts, and neither another task nor a
     call starts until its work has ended upstream, even past the longest a call would wait; then both
     do. 2025-11-25 tasks count too."""
-    with server(gateway_sandbox.url, "--http-workers", "2", tenant_max_concurrent=1, poll_max_wait=1) as two:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "2", tenant_max_concurrent=1, poll_max_wait=1) as two:
         answers = [task_call(two.url, "batch-report", {"seconds": 8})["result"] for _ in range(6)]
         created = [a for a in answers if a.get("resultType") == "task"]
         refused = [a for a in answers if a.get("isError")]
@@ -92,7 +91,7 @@ def test_tasks_hold_the_keys_call_places_while_they_run(gateway_sandbox, sandbox
 
 
 def test_a_task_past_the_calls_per_minute_is_refused(gateway_sandbox, sandbox, journal):
-    with server(gateway_sandbox.url, "--http-workers", "2", tenant_calls_per_minute=2) as two:
+    with hosted_server(gateway_sandbox.url, "--http-workers", "2", tenant_calls_per_minute=2) as two:
         answers = [task_call(two.url, "batch-report", {"seconds": 1})["result"] for _ in range(4)]
     assert [a.get("resultType") for a in answers[:2]] == ["task", "task"]
     assert all(a.get("isError") and "in the last minute" in a["content"][0]["text"] for a in answers[2:])

@@ -11,7 +11,7 @@ from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY_B
 from colabhive_mcp.tenant import Tenant
 
-from .test_protocol import Client
+from .support.core_client import Client
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 

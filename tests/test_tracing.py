@@ -16,11 +16,11 @@ from colabhive_mcp import tracing
 from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .test_http import initialize, modern, post, rpc
-from .test_instance import events
-from .test_protocol import Client
-from .test_stdio import server_env
-from .waiting import wait_until
+from .support.http_client import initialize, modern, post, rpc
+from .support.http_server import events
+from .support.core_client import Client
+from .support.environ import server_env
+from .support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,8 @@ from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 from colabhive_mcp.upgrade import GATES
 
-from .http_server import HttpServer, log_events
-from .test_stdio import server_env
+from .support.http_server import HttpServer, log_events
+from .support.environ import server_env
 
 pytestmark = pytest.mark.slow
 
@@ -234,7 +234,7 @@ def test_a_hosted_server_starts_and_serves_with_every_0_3_4_name_set(gateway_san
     """Under ``serve`` (its workers get the configuration through the fork) and under plain gunicorn
     (its workers read the environment and the file again): the server answers, and the old names
     took effect in the workers."""
-    from .test_http import initialize, rpc
+    from .support.http_client import initialize, rpc
 
     server = HttpServer(gateway_sandbox.url, gunicorn_conf=gunicorn_conf,
                         env={**OLD_ENVIRONMENT, "XDG_CONFIG_HOME": old_config_home(tmp_path)})

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from .http_server import HttpServer
-from .test_http import initialize
+from .support.http_server import HttpServer
+from .support.http_client import initialize
 
 pytestmark = pytest.mark.slow
 

@@ -18,9 +18,9 @@ from hypothesis import given, strategies as st
 from colabhive_mcp.cli.demo import StdioPeer
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from .fuzzing import (CAPS_KEY, FUZZ, LEGACY, MODERN, VERSION_KEY, check_answer, header_safe, json_values,
+from .support.fuzzing import (CAPS_KEY, FUZZ, LEGACY, MODERN, VERSION_KEY, check_answer, header_safe, json_values,
                       mcp_name_header, valid_id)
-from .test_stdio import server_env
+from .support.environ import server_env
 
 pytestmark = pytest.mark.slow
 

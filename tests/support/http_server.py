@@ -1,6 +1,7 @@
 """Start `colabhive-mcp serve` (real gunicorn) as a subprocess for the HTTP tests."""
 
 import json
+import contextlib
 import os
 import signal
 import socket
@@ -13,7 +14,7 @@ from pathlib import Path
 import requests
 from requests.adapters import HTTPAdapter
 
-CONF = Path(__file__).resolve().parent.parent / "conf" / "gunicorn.conf.py"
+CONF = Path(__file__).resolve().parents[2] / "conf" / "gunicorn.conf.py"
 SECRET = "test-secret-0123456789abcdef0123456789abcdef"
 # what the tests tune, so that a wait takes a test milliseconds: polls every 0.2 s at most, an SSE
 # keep-alive every second (the defaults: 5 s and 15 s); measurements run at the defaults (``tuned=False``)
@@ -135,3 +136,18 @@ class HttpServer:
     def stderr(self, since: int = 0) -> str:
         """What the server has written to stderr so far (its logs), from line ``since`` on."""
         return "".join(self.lines[since:])
+
+
+@contextlib.contextmanager
+def hosted_server(url, *args, **env):
+    """A hosted server with these settings (``http_threads=8`` is ``COLABHIVE_HTTP_THREADS=8``), stopped after."""
+    running = HttpServer(url, *args, env={f"COLABHIVE_{k.upper()}": str(v) for k, v in env.items()})
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def events(server, name):
+    """The log records ``name`` the server has written so far."""
+    return log_events(server.stderr(), name)

@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-CACHE = Path(__file__).resolve().parent.parent / ".cache"
+CACHE = Path(__file__).resolve().parents[2] / ".cache"
 
 
 def install(name: str, package: str, version: str) -> Path:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from . import npm
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VERSION = "1.32.2"
 HOME = npm.CACHE / "ts-sdk"
 

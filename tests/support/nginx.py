@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "nginx"
 sys.path.insert(0, str(ROOT / "scripts"))
 
