@@ -23,6 +23,7 @@ from .memory_store import MemoryStore
 
 CALLS, STARTED, HELD, COLD, REFUSED = "calls", "started", "held", "cold", "refused-keys"
 BUSY_RETRY_S = 5.0  # what to tell a caller refused for a place that frees when some work ends
+REJECTIONS_SLACK = 10_000  # a rejection counts even past its address's limit (the checks under way end)
 CHECKS_PER_ADDRESS = 8  # keys of one client address (IPv6: one /48) this process checks with the gateway at once
 CHECK_QUEUE_S = 30.0  # how long a new key waits for one of those (hosts wait a minute or more for an answer)
 SITE_SHARE = 4  # an IPv6 /48 (a site: 65,536 /64s) may send this many times an address's rejected keys
@@ -125,8 +126,9 @@ class Limits:
             try:
                 yield
             except KeyRejected:
-                for sender, limit, _ in senders:
-                    self.store.reserve(REFUSED, sender, limit, 60.0)
+                for sender, limit, _ in senders:  # (it always counts: past the limit too, and whatever
+                    # momentary place another check's look for room holds just then)
+                    self.store.reserve(REFUSED, sender, limit + REJECTIONS_SLACK, 60.0)
                 raise
 
     def _senders(self, address: str) -> list[tuple[str, int, str]]:
