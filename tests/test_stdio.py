@@ -110,6 +110,18 @@ def test_ping_is_answered_while_a_long_call_polls(peer):
     assert len(progress) >= 2 and progress == sorted(progress)
 
 
+def first_answer(peer, ids, timeout):
+    """The first answer to any of ``ids`` within ``timeout`` seconds, or ``None``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for request_id in ids:
+            try:
+                return peer.wait_for(request_id, timeout=0.05)
+            except TimeoutError:
+                continue
+    return None
+
+
 def test_long_calls_filling_every_worker_never_queue_a_ping_a_list_or_a_refusal(sandbox):
     """Two call threads, both busy, and a key allowed two calls: what needs no long wait is answered at
     once, and with the default threads a call past the key's limit is refused, not queued."""
@@ -124,12 +136,11 @@ def test_long_calls_filling_every_worker_never_queue_a_ping_a_list_or_a_refusal(
                            "params": {"name": "batch-report", "arguments": {"seconds": 8}}})
             assert peer.request("ping", timeout=2)["result"] == {}
             assert peer.request("tools/list", timeout=5)["result"]["tools"]
-            if refused:
-                third = peer.wait_for("long2", timeout=5)
-                assert "2 ColabHive calls running" in json.dumps(third)
+            answered = first_answer(peer, [f"long{n}" for n in range(3)], timeout=5 if refused else 1)
+            if refused:  # one of the three (whichever took its place last: threads start in any order)
+                assert answered is not None and "2 ColabHive calls running" in json.dumps(answered)
             else:
-                with pytest.raises(TimeoutError):  # queued for a call thread, not refused
-                    peer.wait_for("long2", timeout=1)
+                assert answered is None  # queued for a call thread, not refused
         finally:
             peer.process.kill()
             peer.process.wait()
