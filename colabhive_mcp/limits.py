@@ -23,7 +23,6 @@ from .memory_store import MemoryStore
 
 CALLS, STARTED, HELD, COLD, REFUSED = "calls", "started", "held", "cold", "refused-keys"
 BUSY_RETRY_S = 5.0  # what to tell a caller refused for a place that frees when some work ends
-REJECTIONS_SLACK = 10_000  # a rejection counts even past its address's limit (the checks under way end)
 CHECKS_PER_ADDRESS = 8  # keys of one client address (IPv6: one /48) this process checks with the gateway at once
 CHECK_QUEUE_S = 30.0  # how long a new key waits for one of those (hosts wait a minute or more for an answer)
 SITE_SHARE = 4  # an IPv6 /48 (a site: 65,536 /64s) may send this many times an address's rejected keys
@@ -126,9 +125,8 @@ class Limits:
             try:
                 yield
             except KeyRejected:
-                for sender, limit, _ in senders:  # (it always counts: past the limit too, and whatever
-                    # momentary place another check's look for room holds just then)
-                    self.store.reserve(REFUSED, sender, limit + REJECTIONS_SLACK, 60.0)
+                for sender, limit, _ in senders:
+                    self.store.reserve(REFUSED, sender, limit, 60.0)
                 raise
 
     def _senders(self, address: str) -> list[tuple[str, int, str]]:
@@ -139,11 +137,9 @@ class Limits:
             [(site, per_address * SITE_SHARE, "your network (its IPv6 /48)")] if site is not None else [])
 
     def _room(self, space: str, key: str, limit: int) -> bool:
-        """Whether a place under ``key`` is free now (reserved and unreserved at once)."""
-        reservation = self.store.reserve(space, key, limit, 60.0)
-        if reservation is not None:
-            self.store.unreserve(space, key, reservation)
-        return reservation is not None
+        """Whether a place under ``key`` is free now (looked at, not taken: a rejection being counted
+        just then must find its place)."""
+        return self.store.held(space, key) < limit
 
     @contextlib.contextmanager
     def _turn(self, address: str, who: str) -> Iterator[None]:

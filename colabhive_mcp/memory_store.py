@@ -90,6 +90,11 @@ class MemoryStore:
                 if not held:
                     del self._places[(space, key)]
 
+    def held(self, space: str, key: str) -> int:
+        now = self.clock()
+        with self._lock:
+            return sum(expires > now for expires in self._places.get((space, key), {}).values())
+
     def next_free(self, space: str, key: str) -> float:
         """Seconds until the first place held under ``key`` expires (0: one is free)."""
         now = self.clock()

@@ -72,6 +72,9 @@ class InstanceStore(Protocol):
     def unreserve(self, space: str, key: str, reservation: str) -> None:
         """End ``reservation`` before its time is up."""
 
+    def held(self, space: str, key: str) -> int:
+        """How many reservations under ``key`` are live (when the store cannot tell: as many as any limit)."""
+
     def next_free(self, space: str, key: str) -> float:
         """Seconds until the first reservation under ``key`` ends by itself (0: one is free)."""
 

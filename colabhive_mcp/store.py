@@ -34,6 +34,7 @@ import math
 import os
 import secrets
 import sqlite3
+import sys
 import threading
 import time
 import urllib.parse
@@ -55,6 +56,7 @@ BUSY_TIMEOUT_S = 5.0  # how long one attempt waits for another process's lock
 ATTEMPTS = 3  # of a failing operation, each on a fresh connection (one only while the store fails)
 RETRY_S = 0.05  # the wait before the second attempt, doubled before each next one
 WAIT_WHEN_FAILED_S = 5.0  # what next_free answers when the store cannot tell
+HELD_WHEN_FAILED = sys.maxsize  # what held answers then: more than any limit
 COUNTED = "counted-"  # the spaces of counts kept as reservations (PlacesCounts)
 HELD_S = 86400.0  # how long such a place lasts at most, when its process neither releases it nor dies
 CORRUPT = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
@@ -177,6 +179,15 @@ class SqliteStore:
 
     def unreserve(self, space: str, key: str, reservation: str) -> None:
         self._statement("DELETE FROM places WHERE space = ? AND key = ? AND place = ?", (space, key, reservation))
+
+    def held(self, space: str, key: str) -> int:
+        """:meth:`MemoryStore.held`, across the instance's processes (a dead one's places still count
+        until they expire; :data:`HELD_WHEN_FAILED` when the store fails)."""
+        def count(db: sqlite3.Connection) -> int:
+            return int(db.execute("SELECT COUNT(*) FROM places WHERE space = ? AND key = ? AND expires > ?",
+                                  (space, key, self.clock())).fetchone()[0])
+
+        return int(self._run(count, HELD_WHEN_FAILED))
 
     def next_free(self, space: str, key: str) -> float:
         def soonest(db: sqlite3.Connection) -> float:

@@ -209,3 +209,13 @@ def test_both_stores_offer_the_instance_store_interface_as_it_is_written():
         assert made.shared is (made is SqliteStore)
         for name in members:
             assert inspect.signature(getattr(made, name)) == inspect.signature(getattr(InstanceStore, name)), name
+
+
+def test_held_counts_the_live_reservations_under_a_key(store, clock):
+    assert store.held("calls", "key") == 0
+    store.reserve("calls", "key", 5, ttl=10)
+    store.reserve("calls", "key", 5, ttl=20)
+    store.reserve("calls", "other", 5, ttl=20)
+    assert store.held("calls", "key") == 2
+    clock.advance(10)
+    assert store.held("calls", "key") == 1  # (one expired)

@@ -99,6 +99,7 @@ def test_a_store_that_cannot_be_read_answers_what_refuses(tmp_path, monkeypatch,
         assert worker.mark("used-states", "state", 60) is Marked.FAILED  # its callers refuse, saying why
         assert worker.reserve("started", "key", 5, 60) is None
         assert worker.next_free("started", "key") == store.WAIT_WHEN_FAILED_S
+        assert worker.held("started", "key") == store.HELD_WHEN_FAILED  # a limit looked at is full
         assert worker.put("calls", "k", 1, 60) is False
         worker.delete("calls", "k")
         worker.unreserve("started", "key", "place")
