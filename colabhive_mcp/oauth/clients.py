@@ -14,13 +14,12 @@ Redirect URIs are matched exactly, except that a loopback ``http`` redirect may 
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import urlsplit
 
-from . import documents
+from . import documents, urls
 from .errors import OAuthError, printable
 from ..loopback import is_loopback
 from .sealing import Sealer
@@ -31,7 +30,6 @@ MAX_REDIRECT_URIS = 10
 MAX_URI_CHARS = 1000
 MAX_NAME_CHARS = 100
 GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
-HOST = re.compile(r"[a-z0-9._-]+|[0-9a-f:.]+")  # as urlsplit gives it: lowercased, an IPv6 literal unbracketed
 PUBLIC, SIGNED = "none", "private_key_jwt"  # the token endpoint's authentication methods
 # signature algorithms a signed client may use: asymmetric only (PyJWT with cryptography)
 SIGNING_ALGS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
@@ -73,7 +71,7 @@ def matches(registered: str, given: str) -> bool:
     """Exactly the same URI, or the same loopback http URI on another port (RFC 8252 §7.3)."""
     if registered == given:
         return True
-    a, b = documents.split(registered), documents.split(given)
+    a, b = urls.split(registered), urls.split(given)
     if a is None or b is None:
         return False
     return (a.scheme == b.scheme == "http" and is_loopback(a.hostname) and a.hostname == b.hostname
@@ -87,23 +85,18 @@ def check_redirect_uri(uri: Any, schemes: tuple[str, ...]) -> str:
     if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_CHARS:
         raise OAuthError("invalid_redirect_uri", "Each redirect URI must be a string of at most "
                          f"{MAX_URI_CHARS} characters.")
-    parts = documents.split(uri)
+    parts = urls.split(uri)
     if parts is None:
         raise OAuthError("invalid_redirect_uri", f"Redirect URI {uri[:200]!r} is one that browsers and URL parsers "
                          "read differently (spaces, backslashes, control or non-ASCII characters, a bad port or "
                          "IPv6 literal).")
-    if parts.scheme not in schemes or parts.fragment or (parts.scheme in ("http", "https") and not _plain_host(parts)):
+    if parts.scheme not in schemes or parts.fragment or (parts.scheme in ("http", "https") and not urls.plain_host(parts)):
         raise OAuthError("invalid_redirect_uri", f"Redirect URI {uri[:200]!r} must be absolute, without a fragment, "
                          f"with one of the schemes {', '.join(schemes)}, and name a plain host (no user part).")
     if parts.scheme == "http" and not is_loopback(parts.hostname):
         raise OAuthError("invalid_redirect_uri", f"Redirect URI {uri[:200]!r}: plain http only to this machine "
                          "(localhost, 127.0.0.1 or [::1]); use https.")
     return uri
-
-
-def _plain_host(parts: SplitResult) -> bool:
-    """Whether an http(s) URL names its host plainly: a DNS name or an IP literal, no user part."""
-    return "@" not in parts.netloc and bool(parts.hostname) and bool(HOST.fullmatch(parts.hostname or ""))
 
 
 class Clients:
@@ -145,7 +138,15 @@ class Clients:
             raise OAuthError("invalid_client", "This client_id was not issued here (register again).", 401,
                              plain="This server does not know this application (it may have been set up for another "
                                    "server): remove the connection in the application and add it again.")
-        return Client(client_id, _name(record["n"], record["u"][0]), tuple(record["u"]))
+        # (checked again: it may have been registered before the check was as strict as it is now)
+        return Client(client_id, _name(record["n"], record["u"][0]), self._checked(record["u"]))
+
+    def _checked(self, uris: list[Any]) -> tuple[str, ...]:
+        """A client's redirect URIs, each one it may have; raises ``invalid_client`` for any other."""
+        try:
+            return tuple(check_redirect_uri(uri, self.schemes) for uri in uris)
+        except OAuthError as exc:
+            raise OAuthError("invalid_client", exc.description) from None
 
     def _from_document(self, url: str, admit: Admit) -> Client:
         document = documents.fetch(url, loopback=self.loopback_documents, admit=admit)
@@ -154,10 +155,7 @@ class Clients:
         uris = document.get("redirect_uris")
         if not isinstance(uris, list) or not 0 < len(uris) <= MAX_REDIRECT_URIS:
             raise OAuthError("invalid_client", "The client's metadata document lists no redirect_uris.")
-        try:
-            checked = tuple(check_redirect_uri(uri, self.schemes) for uri in uris)
-        except OAuthError as exc:
-            raise OAuthError("invalid_client", exc.description) from None
+        checked = self._checked(uris)
         name = _name(document.get("client_name"), url)
         method = document.get("token_endpoint_auth_method", PUBLIC)
         if method == PUBLIC:

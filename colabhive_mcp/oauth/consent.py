@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .clients import Admit, Client, Clients, check_redirect_uri
+from .clients import Admit, Client, Clients
 from .errors import OAuthError
 from .grants import same_resource
 from .metadata import Endpoints
@@ -58,10 +58,6 @@ class Consent:
         client's document is fetched."""
         client = self.clients.find(params.get("client_id"), admit)
         redirect_uri = client.redirect(params.get("redirect_uri"))
-        try:  # (registered before the check was as strict as it is now)
-            check_redirect_uri(redirect_uri, self.clients.schemes)
-        except OAuthError as exc:
-            raise OAuthError("invalid_request", exc.description) from None
         state = params.get("state")
 
         def refuse(error: str, description: str) -> Redirected:

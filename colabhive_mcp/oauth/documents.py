@@ -25,18 +25,18 @@ import functools
 import http.client
 import ipaddress
 import json
-import re
 import socket
 import threading
 import time
 from typing import Any, Callable
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult
 
 import urllib3
 import urllib3.connection
 from cachetools import TLRUCache
 from urllib3.util.ssl_match_hostname import CertificateError
 
+from . import urls
 from .errors import OAuthError
 from ..ahead import Ahead
 from ..limits import BUSY_RETRY_S
@@ -49,7 +49,6 @@ MIN_CACHE_S = 10.0  # the shortest (a document marked no-store is not fetched ag
 FAILED_S = 30.0
 FETCHES_AT_ONCE = 8
 JSON_TYPES = ("application/json", "application/jwk-set+json")
-AMBIGUOUS = re.compile(r"[^!-~]|\\")  # anything but printable ASCII, and the backslash
 TUNNELS = tuple(ipaddress.ip_network(net) for net in (
     "::/96",  # IPv4-compatible (deprecated), :: and ::1 among them
     "::ffff:0:0:0/96",  # IPv4-translated (SIIT)
@@ -142,23 +141,10 @@ def _refused(why: str) -> OAuthError:
                       plain="This server could not read the application's description, so it cannot connect.")
 
 
-def split(url: str) -> SplitResult | None:
-    """The parts of a URL that every parser reads alike (printable ASCII, no backslash, a valid port
-    if any), else ``None``."""
-    if AMBIGUOUS.search(url):
-        return None
-    try:
-        parts = urlsplit(url)
-        parts.port  # (urlsplit checks a port only when it is asked for it)
-    except ValueError:
-        return None
-    return parts
-
-
 def check_url(url: str, loopback: bool) -> tuple[SplitResult, int]:
     """The URL's parts and its port, once it is one a document may be fetched from; raises
     ``invalid_client`` saying why not."""
-    parts = split(url)
+    parts = urls.split(url)
     if parts is None:
         raise _refused("URL is not one that every URL parser reads alike")
     if parts.scheme != "https" and not (loopback and parts.scheme == "http" and is_loopback(parts.hostname)):

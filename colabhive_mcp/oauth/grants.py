@@ -17,13 +17,13 @@ import re
 import secrets
 from dataclasses import dataclass
 from typing import Any, Mapping
-from urllib.parse import urlsplit
 
 from ..encoding import b64url
 from ..keys import MAX_KEY_CHARS
 from ..state import InstanceStore
 from .assertions import Proof
 from .marks import use_once
+from . import urls
 from .errors import OAuthError
 from .metadata import SCOPE
 from .sealing import Sealer
@@ -46,6 +46,17 @@ class Grant:
     signed: bool = False  # the client proves itself with a signed assertion at the token endpoint
 
 
+@dataclass(frozen=True)
+class Refreshing:
+    """A refresh token that passed every check, not yet spent: the grant it renews, the name of that
+    grant and the token's generation (and the token's text, when it was sealed before grants had names)."""
+
+    grant: Grant
+    name: str
+    generation: int
+    unnamed: str | None = None
+
+
 def digest(text: str) -> str:
     """A short digest that binds a token to a client or a resource without carrying it."""
     return b64url(hashlib.sha256(text.encode()).digest()[:8])
@@ -53,9 +64,8 @@ def digest(text: str) -> str:
 
 def same_resource(given: str, ours: str) -> bool:
     """RFC 8707 resource match: exact, but scheme and host in any case and a trailing slash allowed."""
-    try:
-        a, b = urlsplit(given), urlsplit(ours)
-    except ValueError:  # (not a URL any parser reads)
+    a, b = urls.split(given), urls.split(ours)
+    if a is None or b is None:  # (not a URL every parser reads alike)
         return False
     return (a.scheme.lower(), (a.netloc or "").lower(), a.path.rstrip("/"), a.query) == \
         (b.scheme.lower(), b.netloc.lower(), b.path.rstrip("/"), b.query) and not a.fragment
@@ -114,11 +124,12 @@ class Grants:
                 "expires_in": int(self.access_ttl), "scope": grant.scope,
                 "refresh_token": self.refresh.seal(refresh, self.refresh_ttl)}
 
-    def refresh_grant(self, form: Mapping[str, str], proof: Proof | None) -> Grant:
-        """``grant_type=refresh_token``: the grant of a genuine refresh token of this client (proven
-        by its assertion, for a signed client), not yet spent (the caller checks its key with the
-        gateway first, then :meth:`rotate`)."""
-        token = self.refresh.open(form.get("refresh_token"))
+    def refresh_grant(self, form: Mapping[str, str], proof: Proof | None) -> Refreshing:
+        """``grant_type=refresh_token``: a genuine refresh token of this client (proven by its
+        assertion, for a signed client), not yet spent (the caller checks its key with the gateway
+        first, then :meth:`rotate`)."""
+        text = form.get("refresh_token")
+        token = self.refresh.open(text)
         if token is None:
             raise OAuthError("invalid_grant", "The refresh token is invalid or expired.")
         client_id = proof.client_id if proof else form.get("client_id") or ""
@@ -131,18 +142,20 @@ class Grants:
         granted = str(token.get("s") or SCOPE)
         if set((form.get("scope") or granted).split()) - set(granted.split()):
             raise OAuthError("invalid_scope", "A refresh cannot widen the scope.")
-        return Grant(token["k"], client_id, self.resource, granted, bool(token.get("a")))
+        grant = Grant(token["k"], client_id, self.resource, granted, bool(token.get("a")))
+        assert isinstance(text, str)  # (it opened)
+        if "f" not in token:  # sealed before grants had names: its own grant, of generation 0
+            return Refreshing(grant, digest(text), 0, unnamed=text)
+        return Refreshing(grant, token["f"], int(token["g"]))
 
-    def rotate(self, refresh_token: str, grant: Grant, proof: Proof | None) -> dict[str, Any]:
-        """Spend ``refresh_token`` of ``grant`` (its :meth:`refresh_grant`; once, across the instance),
-        and the proof, for new tokens of the next generation."""
-        token = self.refresh.read(refresh_token) or {}  # (it may have expired since it was checked: it was good)
+    def rotate(self, refreshing: Refreshing, proof: Proof | None) -> dict[str, Any]:
+        """Spend the refresh token :meth:`refresh_grant` checked (once, across the instance), and the
+        proof, for new tokens of the next generation."""
         _spend(proof)
-        if "f" not in token:  # sealed before grants had names: its own grant, of generation 0 (until the
-            self._use_old(refresh_token)  # last such token expires, a use the old releases marked counts too)
-        name, generation = token.get("f") or digest(refresh_token), int(token.get("g", 0))
-        self._use(name, generation, "The refresh token was already used.")
-        return self.tokens(grant, name, generation + 1)
+        if refreshing.unnamed is not None:  # (until the last such token expires, a use the old releases
+            self._use_old(refreshing.unnamed)  # marked counts too)
+        self._use(refreshing.name, refreshing.generation, "The refresh token was already used.")
+        return self.tokens(refreshing.grant, refreshing.name, refreshing.generation + 1)
 
     def fits(self, grant: Grant) -> bool:
         """Whether an access token for ``grant`` has a key's shape (at most 255 characters, which

@@ -14,7 +14,7 @@ import json
 import math
 import time
 from typing import Any, Callable
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 from werkzeug.wrappers import Response
 
@@ -24,7 +24,7 @@ from ...errors import ColabHiveError
 from ...keys import ApiKey, KeyRejected, well_formed
 from ...limits import BUSY_RETRY_S
 from ...logs import log
-from ...oauth import OAuthError
+from ...oauth import OAuthError, urls
 from ...oauth.errors import refused
 from ...oauth.assertions import Assertions, Proof
 from ...oauth.clients import Clients
@@ -56,6 +56,7 @@ class OAuthRoutes:
         self.clients = Clients(secret, config.oauth_redirect_schemes, loopback_documents=config.oauth_loopback_clients)
         self.consent = Consent(secret, self.clients, self.endpoints)
         self.assertions = Assertions(self.clients, self.endpoints, self.store)
+        self.origin = urls.origin(self.endpoints.issuer)  # where the consent form may be posted from
         self.lifetimes = Lifetimes(config.oauth_access_token_ttl, config.oauth_refresh_token_ttl)
         resource_path = RESOURCE_METADATA_PATH + "/mcp"
         self.public: dict[str, dict[str, Callable[[HttpRequest], Answer]]] = {
@@ -112,13 +113,15 @@ class OAuthRoutes:
 
     def decide(self, request: HttpRequest) -> Answer:
         """``POST /authorize``: the user's answer; a code only for a key the gateway accepts."""
-        if not _same_origin(request.headers.get("Origin"), self.endpoints.issuer):
+        origin = request.headers.get("Origin")  # (browsers send one with every POST; other clients need none)
+        if origin is not None and urls.origin(origin) != self.origin:  # scheme, host and port: the edge checked the host
             refused(OAuthError("foreign_origin", "a consent form posted from another origin"))
             return _refusal_page(OAuthError("invalid_request", "The consent form was posted from another origin.",
                                             403, plain="This form was sent from another website, so it is refused: "
                                                        "start connecting again from the application."))
         address = client_address(request)
-        limited = self._rate_limit(CONSENTS, address, self.config.oauth_consents_per_minute, "attempts")
+        limited = self._rate_limit(CONSENTS, address, self.config.oauth_consents_per_minute,
+                                   "attempts from your address")
         if limited is not None:
             return _refusal_page(limited)
         form = _form(request)
@@ -142,19 +145,20 @@ class OAuthRoutes:
         log.bind(client=wanted.client.name, tenant=ApiKey.of(key).log_id).info("oauth.code.issued")
         return self._back(wanted.redirect_uri, wanted.state, code=code)
 
-    def _rate_limit(self, space: str, address: str, limit: int, what: str) -> OAuthError | None:
-        """The refusal (429, logged) for one more of ``what`` from ``address`` past ``limit`` a minute, else ``None``."""
-        wait = per_minute_wait(self.store, space, address, limit)
+    def _rate_limit(self, space: str, who: str, limit: int, what: str) -> OAuthError | None:
+        """The refusal (429, logged) for one more of ``what`` (say, "token requests from your address")
+        by ``who`` past ``limit`` a minute, else ``None``."""
+        wait = per_minute_wait(self.store, space, who, limit)
         if wait is None:
             return None
-        refused(OAuthError("rate_limited", f"too many {what} from one address"))
-        sentence = f"More than {limit} {what} from your address in a minute: wait a minute, then try again."
+        refused(OAuthError("rate_limited", f"too many {what}"))
+        sentence = f"More than {limit} {what} in a minute: wait a minute, then try again."
         return OAuthError("temporarily_unavailable", sentence, 429, max(1, round(wait)), plain=sentence)
 
     def _fetch_budget(self, address: str) -> Callable[[], OAuthError | None]:
         """What admits a document fetch for a request from ``address``: its refusal, past the budget."""
         return lambda: self._rate_limit(FETCHES, address, self.config.oauth_document_fetches_per_minute,
-                                        "new application descriptions")
+                                        "new application descriptions from your address")
 
     def _consent_page(self, wanted: AuthorizationRequest, status: int, error: str | None = None) -> Response:
         text = consent_page(wanted.client, wanted.redirect_uri, self.consent.form_token(wanted), self.lifetimes, error)
@@ -187,7 +191,7 @@ class OAuthRoutes:
         """``POST /token``: an authorization code or a refresh token for new tokens."""
         address = client_address(request)
         limited = self._rate_limit(TOKEN_REQUESTS, address, self.config.oauth_token_requests_per_minute,
-                                   "token requests")
+                                   "token requests from your address")
         if limited is not None:
             return _json_refusal(limited)
         form = _form(request)
@@ -212,22 +216,22 @@ class OAuthRoutes:
     def _refresh(self, form: dict[str, str], proof: Proof | None, address: str) -> dict[str, Any]:
         """New tokens for a refresh token, once the gateway says now that it still accepts the key (a
         warm tenant's word is not enough: the key may have been revoked since)."""
-        grant = self.grants.refresh_grant(form, proof)
-        limit = self.config.oauth_refreshes_per_minute
-        wait = per_minute_wait(self.store, REFRESHES, ApiKey.of(grant.key).digest, limit)
-        if wait is not None:
-            raise OAuthError("temporarily_unavailable", f"More than {limit} refreshes of this key's grants in a "
-                             "minute: wait a minute, then try again.", 429, max(1, round(wait)))
+        refreshing = self.grants.refresh_grant(form, proof)
+        key = ApiKey.of(refreshing.grant.key)
+        limited = self._rate_limit(REFRESHES, key.digest, self.config.oauth_refreshes_per_minute,
+                                   "refreshes of this key's grants")
+        if limited is not None:
+            raise limited
         asked = time.monotonic()
         try:
-            with self.tenancy.tenant(ApiKey.of(grant.key), address) as tenant:
+            with self.tenancy.tenant(key, address) as tenant:
                 tenant.revalidate(since=asked)  # (a tenant made for this request has just asked)
         except KeyRejected:
             raise OAuthError("invalid_grant", "ColabHive no longer accepts the key of this grant: connect "
                              "again.") from None
         except ColabHiveError as exc:
             raise _unavailable(exc) from None
-        return self.grants.rotate(form["refresh_token"], grant, proof)
+        return self.grants.rotate(refreshing, proof)
 
     def register(self, request: HttpRequest) -> Answer:
         """``POST /register`` (RFC 7591): the client's registration, sealed into its ``client_id``."""
@@ -244,19 +248,6 @@ class OAuthRoutes:
         return _json(registered, 201, NO_STORE)
 
 
-def _same_origin(origin: str | None, issuer: str) -> bool:
-    """Whether a form's ``Origin`` (browsers send one with every POST; other clients need none) is the
-    issuer's: scheme, host and port alike (the edge has only checked the host)."""
-    return origin is None or _origin_of(origin) == _origin_of(issuer)
-
-
-def _origin_of(url: str) -> tuple[str, str, int] | None:
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme.lower(), 0)
-    except ValueError:
-        return None
-    return (parts.scheme.lower(), (parts.hostname or ""), port) if parts.hostname else None
 
 
 def _form(request: HttpRequest) -> dict[str, str]:
