@@ -8,7 +8,7 @@ while that process lives (its pid, and its start time where ``/proc`` tells it),
 worker that dies are free again. stdio and a single process count in memory.
 
 A limit is never split between workers: when the file cannot be made (its filesystem is full), the
-instance store counts in its database instead (:class:`colabhive_mcp.store.PlacesCounts`); when it
+instance store counts in its database instead (:class:`PlacesCounts`); when it
 fails later (cut short and its filesystem full), every place is refused until it works again.
 """
 
@@ -23,6 +23,10 @@ from typing import Iterator
 
 from .logs import log
 from .mapped import MappedFile
+from .state import InstanceStore
+
+COUNTED = "counted-"  # the spaces of counts kept as reservations (PlacesCounts)
+HELD_S = 86400.0  # how long such a place lasts at most, when its process neither releases it nor dies
 
 FILE_NAME = "counts.bin"
 ROWS = 65_536  # far more than the threads of any instance: held places never fill the table
@@ -225,3 +229,35 @@ def open_counts(directory: str) -> SharedCounts | None:
     except (OSError, ValueError) as exc:
         log.bind(path=path, error=str(exc)).warning("counts.unavailable")
         return None
+
+
+class PlacesCounts:
+    """The store's counts kept as its reservations, when ``counts.bin`` cannot be used (say, its
+    filesystem is full): still counted across the instance (a database write per place acquired and
+    per place released), and refused while the store fails."""
+
+    def __init__(self, store: InstanceStore) -> None:
+        self._store = store
+        self._held: dict[tuple[str, str], list[str]] = {}  # the places this process holds
+        self._lock = threading.Lock()
+
+    def acquire(self, space: str, key: str, limit: int) -> bool:
+        place = self._store.reserve(COUNTED + space, key, limit, HELD_S)
+        if place is None:
+            return False
+        with self._lock:
+            self._held.setdefault((space, key), []).append(place)
+        return True
+
+    def release(self, space: str, key: str) -> None:
+        with self._lock:
+            held = self._held.get((space, key))
+            if not held:
+                return
+            place = held.pop()
+            if not held:
+                del self._held[(space, key)]
+        self._store.unreserve(COUNTED + space, key, place)
+
+    def close(self) -> None:
+        pass

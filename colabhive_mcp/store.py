@@ -41,7 +41,7 @@ import urllib.parse
 from typing import Any, Callable
 
 from .config import ConfigError
-from .counts import alive, open_counts
+from .counts import PlacesCounts, alive, open_counts
 from .expiries import open_expiries
 from .logs import log
 from .memory_store import MemoryStore
@@ -57,8 +57,6 @@ ATTEMPTS = 3  # of a failing operation, each on a fresh connection (one only whi
 RETRY_S = 0.05  # the wait before the second attempt, doubled before each next one
 WAIT_WHEN_FAILED_S = 5.0  # what next_free answers when the store cannot tell
 HELD_WHEN_FAILED = sys.maxsize  # what held answers then: more than any limit
-COUNTED = "counted-"  # the spaces of counts kept as reservations (PlacesCounts)
-HELD_S = 86400.0  # how long such a place lasts at most, when its process neither releases it nor dies
 CORRUPT = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 RESERVE_IF_ROOM = ("INSERT INTO places SELECT ?, ?, ?, ?, ? WHERE "
                    "(SELECT COUNT(*) FROM places WHERE space = ? AND key = ? AND expires > ?) < ?")
@@ -383,38 +381,6 @@ class SqliteStore:
                 log.bind(path=self.path, error=str(error)).warning("store.failed")
                 self._failing = True
             return failed
-
-
-class PlacesCounts:
-    """The store's counts kept as its reservations, when ``counts.bin`` cannot be used (say, its
-    filesystem is full): still counted across the instance (a database write per place acquired and
-    per place released), and refused while the store fails."""
-
-    def __init__(self, store: SqliteStore) -> None:
-        self._store = store
-        self._held: dict[tuple[str, str], list[str]] = {}  # the places this process holds
-        self._lock = threading.Lock()
-
-    def acquire(self, space: str, key: str, limit: int) -> bool:
-        place = self._store.reserve(COUNTED + space, key, limit, HELD_S)
-        if place is None:
-            return False
-        with self._lock:
-            self._held.setdefault((space, key), []).append(place)
-        return True
-
-    def release(self, space: str, key: str) -> None:
-        with self._lock:
-            held = self._held.get((space, key))
-            if not held:
-                return
-            place = held.pop()
-            if not held:
-                del self._held[(space, key)]
-        self._store.unreserve(COUNTED + space, key, place)
-
-    def close(self) -> None:
-        pass
 
 
 def open_store(directory: str | None, max_entries: int = 100_000) -> InstanceStore:

@@ -12,7 +12,8 @@ from loguru import logger
 
 from colabhive_mcp import counts, expiries
 from colabhive_mcp.config import Config, ConfigError
-from colabhive_mcp.store import PlacesCounts, check_runtime_dir, open_store
+from colabhive_mcp.counts import PlacesCounts
+from colabhive_mcp.store import check_runtime_dir, open_store
 from colabhive_mcp.transports.http import hosting
 
 from .support.http_server import HttpServer

@@ -16,7 +16,8 @@ import pytest
 from colabhive_mcp import counts, expiries, store
 from colabhive_mcp.protocol.confirm import RequestStates
 from colabhive_mcp.state import Marked
-from colabhive_mcp.store import PlacesCounts, SqliteStore, open_store
+from colabhive_mcp.counts import PlacesCounts
+from colabhive_mcp.store import SqliteStore, open_store
 from colabhive_mcp.tools import Tool
 
 from .support.forked import holding
