@@ -761,3 +761,32 @@ def test_the_server_card_is_served_behind_nginx_at_the_public_address(gateway_sa
     with behind_nginx(gateway_sandbox) as proxy:
         card = requests.get(proxy.root + "/.well-known/mcp/server-card", timeout=30, verify=proxy.cert)
     assert card.status_code == 200 and card.json()["remotes"][0]["url"] == proxy.url
+
+
+def test_the_per_key_refresh_token_and_document_limits_hold_across_the_workers(gateway_sandbox, documents):
+    """The limits where they are used: a hosted server with its two workers, every request on a new
+    connection (so to either worker); the counts are the instance's."""
+    limited = HttpServer(gateway_sandbox.url, "--http-workers", "2", public=True, env={
+        "COLABHIVE_OAUTH_LOOPBACK_CLIENTS": "true", "COLABHIVE_OAUTH_CONSENTS_PER_MINUTE": "0",
+        "COLABHIVE_OAUTH_REFRESHES_PER_MINUTE": "2", "COLABHIVE_OAUTH_TOKEN_REQUESTS_PER_MINUTE": "6",
+        "COLABHIVE_OAUTH_DOCUMENT_FETCHES_PER_MINUTE": "2"})
+    try:
+        http = requests.Session()
+        http.headers["Connection"] = "close"
+        flow = Flow(limited.root, limited.url, session=http)
+        refresh_token = flow.tokens(DEMO_KEY)["refresh_token"]  # token request 1
+        statuses = []
+        for _ in range(3):  # token requests 2 to 4
+            answer = flow.refresh(refresh_token)
+            statuses.append(answer.status_code)
+            refresh_token = answer.json().get("refresh_token", refresh_token)
+        assert statuses == [200, 200, 429] and "refreshes of this key's grants" in answer.text
+        guesses = [flow.refresh("hmcp_rt_guess").status_code for _ in range(3)]  # token requests 5 to 7
+        assert guesses == [400, 400, 429]
+        fetched = []
+        for i in range(3):
+            flow.client_id = documents.url(f"/limits/missing-{i}.json")
+            fetched.append(flow.authorize(pkce()[1]).status_code)
+        assert fetched == [400, 400, 429]
+    finally:
+        limited.stop()
