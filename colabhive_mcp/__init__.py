@@ -6,7 +6,7 @@ The house's own words, as the code uses them:
   ``initialize`` handshake and lives in a session; *modern* (2026-07-28) carries its revision and
   the client's capabilities in every request's ``_meta`` (:mod:`.protocol.envelope`).
 - **tenant**: one API key's server-side state (its gateway session, manifest, limits); hosted mode
-  keeps them in a pool keyed by the key's digest (:mod:`.tenant`, :mod:`.pool`).
+  keeps them in a pool keyed by the key's digest (:mod:`.tenants.tenant`, :mod:`.tenants.pool`).
 - **binding**: 128 bits derived from a key that signed tokens (session ids, task ids,
   confirmations) carry, so a token works only with the key it was issued for (:mod:`.keys`).
 - **place**: a worker thread a request may hold for long (a tool call, a stream, a wait), within

@@ -1,5 +1,5 @@
 """A call made ahead on a thread of its own, whose result (or exception) its caller takes when it
-needs it: the next manifest page while the page before is parsed (:mod:`.gateway`), or a client's
+needs it: the next manifest page while the page before is parsed (:mod:`.gateway.client`), or a client's
 metadata document, which its request waits for no longer than its limit (:mod:`.oauth.documents`)."""
 
 from __future__ import annotations

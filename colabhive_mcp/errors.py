@@ -3,13 +3,13 @@
 ::
 
     ColabHiveError      message · code (JSON-RPC) · http_status (a hint) · retry_after
-    ├── GatewayError    a request to the Builder Gateway failed (gateway.py)          -32603 · 502
-    ├── KeyRejected     the gateway refused the API key itself (keys.py)              -31401 · 401
-    ├── LimitReached    a limit is full: the key's, or the server's (limits.py)      -31429 · 429 / 503
-    ├── Unreachable     the gateway failed a request about a key's work (tenant.py)   -32603 · 503
-    ├── ManifestError   no tool list can be served (manifest.py)                      -32603 · 503
-    ├── UnknownTool     no tool of that name for this key (tenant.py)                 -32602
-    ├── Refused         a call refused before the gateway heard of it (tenant.py)     an isError result
+    ├── GatewayError    a request to the Builder Gateway failed (gateway/client.py)     -32603 · 502
+    ├── KeyRejected     the gateway refused the API key itself (keys.py)                -31401 · 401
+    ├── LimitReached    a limit is full: the key's, or the server's (tenants/limits.py) -31429 · 429 / 503
+    ├── Unreachable     the gateway failed a request about a key's work (tenants/tenant.py) -32603 · 503
+    ├── ManifestError   no tool list can be served (manifest/version.py)                -32603 · 503
+    ├── UnknownTool     no tool of that name for this key (tenants/tenant.py)           -32602
+    ├── Refused         a call refused before the gateway heard of it (tenants/tenant.py) an isError result
     └── JsonRpcError    a protocol error with its own code (here; spoken by protocol/jsonrpc.py)
         └── HttpError   an answer decided at the HTTP edge, with its status (transports/http/wire.py)
 
@@ -28,6 +28,7 @@ INTERNAL_ERROR = -32603
 # a limit (the key's, or the server's) is full for now: the HTTP answer's Retry-After says when to retry
 KEY_REJECTED = -31401
 LIMIT_REACHED = -31429
+BUSY_RETRY_S = 5.0  # what to tell a caller refused for a place that frees when some work ends
 
 
 class ColabHiveError(Exception):

@@ -3,7 +3,7 @@
 Every difference between revisions that changes what the server sends is a field of
 :class:`Revision`, read as ``revision(version).field``; no other module compares version strings.
 The table sits below the protocol core (:mod:`.protocol.eras` names the eras and reads messages),
-so that the catalogue (:mod:`.tools`) and results (:mod:`.results`) can read it too.
+so that the catalogue (:mod:`.catalog.tools`) and results (:mod:`.calls.results`) can read it too.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@
 # this instance. Hosted mode needs COLABHIVE_SESSION_SECRET.
 import sys
 
-from colabhive_mcp.config import ConfigError
 from colabhive_mcp.logs import configure
-from colabhive_mcp.sources import load
+from colabhive_mcp.settings.config import ConfigError
+from colabhive_mcp.settings.sources import load
 from colabhive_mcp.transports.http import hosting
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "_ext"))  # settings_reference: the configuration reference, from config.py
+sys.path.insert(0, str(HERE / "_ext"))  # settings_reference: the configuration reference, from settings/config.py
 sys.path.insert(0, str(HERE.parent))  # the package itself, from this checkout
 
 from colabhive_mcp import __version__  # noqa: E402

@@ -26,8 +26,8 @@ from typing import Any, Callable
 
 import requests
 
-from colabhive_mcp.config import Config
 from colabhive_mcp.sandbox import API_PREFIX, create_app
+from colabhive_mcp.settings.config import Config
 from colabhive_mcp.transports.http.hosting import gunicorn_settings
 
 OLD_INVOKE = API_PREFIX + "/internal/mcp/actions/"  # the route 0.3.4 invokes at

@@ -48,64 +48,25 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from colabhive_mcp import logs  # noqa: E402
-from colabhive_mcp.protocol import jsonrpc  # noqa: E402
-from colabhive_mcp.calls import CallOptions  # noqa: E402
-from colabhive_mcp.config import Config  # noqa: E402
+from colabhive_mcp.calls.call import CallOptions  # noqa: E402
 from colabhive_mcp.cli.demo import StdioPeer  # noqa: E402
-from colabhive_mcp.protocol import Server, Session  # noqa: E402
-from colabhive_mcp.sandbox import API_PREFIX, DEMO_KEY  # noqa: E402
-from colabhive_mcp.tenant import Tenant  # noqa: E402
+from colabhive_mcp.protocol import Server, Session, jsonrpc  # noqa: E402
+from colabhive_mcp.sandbox import DEMO_KEY  # noqa: E402
+from colabhive_mcp.settings.config import Config  # noqa: E402
+from colabhive_mcp.tenants.tenant import Tenant  # noqa: E402
 from tests.support.http_server import HttpServer, free_port, rpc_messages  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from baseline import BaselineServer, FloorServer, ServerProcess, version  # noqa: E402
 from baseline import stdio_command as baseline_stdio  # noqa: E402
 from bench_report import render_comparison, render_table  # noqa: E402
+from bench_sandbox import Sandbox, add_big_manifest  # noqa: E402
 from stub_gateway import StubGateway  # noqa: E402
 
 Served = Union[HttpServer, ServerProcess]  # a server measured: its ``url`` and its ``process``
 
-BIG_TOOLS = 300
 MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                "io.modelcontextprotocol/clientCapabilities": {}}
-
-
-class Sandbox:
-    """The sandbox gateway served as a real gateway would be: a process of its own (the clients,
-    the server and the gateway each have their own interpreter lock) and an HTTP server that keeps
-    connections alive (gunicorn; one worker, since the sandbox keeps its state in memory)."""
-
-    def __init__(self, page_size: int, cold_start_s: float, threads: int = 256) -> None:
-        port = free_port()
-        self.root_url = f"http://127.0.0.1:{port}"
-        self.url = self.root_url + API_PREFIX
-        app = f"baseline:sandbox_app(page_size={page_size}, cold_start_s={cold_start_s})"  # and the old invoke route
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "--worker-class", "gthread", "--workers", "1", "--threads", str(threads),
-             "--keep-alive", "75", "--bind", f"127.0.0.1:{port}", "--log-level", "warning",
-             "--pythonpath", str(ROOT / "scripts"), app],
-            stderr=subprocess.DEVNULL, cwd=ROOT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                self.journal_entries()
-                return
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        raise RuntimeError("the sandbox did not start")
-
-    def add_action(self, entry: dict[str, Any]) -> None:
-        requests.post(self.root_url + "/_sandbox/actions", json={"entry": entry}, timeout=10).raise_for_status()
-
-    def journal_entries(self) -> list[dict[str, Any]]:
-        return requests.get(self.root_url + "/_sandbox/journal", timeout=10).json()
-
-    def __enter__(self) -> Sandbox:
-        return self
-
-    def __exit__(self, *_exc: Any) -> None:
-        self.process.terminate()
-        self.process.wait(10)
 
 
 Upstream = Union[Sandbox, StubGateway]  # a gateway the cold paths are measured on: its ``url`` and ``root_url``
@@ -124,17 +85,6 @@ def timed(fn: Callable[[], Any], count: int) -> list[float]:
         fn()
         samples.append(time.perf_counter() - started)
     return samples
-
-
-def add_big_manifest(sandbox: Sandbox) -> None:
-    """300 actions of ~3 KB each: a manifest of about 1 MB, as the contract says is normal."""
-    for i in range(BIG_TOOLS):
-        properties = {f"field_{j}": {"type": "string", "description": f"Parameter {j} of action {i}. " * 4}
-                      for j in range(13)}
-        sandbox.add_action({"name": f"bench-action-{i:03d}", "displayName": f"Bench action {i}",
-                            "description": f"Benchmark action number {i}. " * 20, "kind": "tool",
-                            "sideEffects": [], "latencyClass": "fast", "stability": "stable",
-                            "inputSchema": {"type": "object", "properties": properties}})
 
 
 def direct_invoke(session: requests.Session, url: str) -> None:
@@ -404,7 +354,7 @@ def _tenancy_with(sandbox: Sandbox, tenants: int, snapshot: Path) -> dict[str, A
     snapshot.write_text(json.dumps({"tools": entries}))
     code = (
         "import resource, sys, time\n"
-        "from colabhive_mcp.config import Config\nfrom colabhive_mcp.tenant import Tenant\n"
+        "from colabhive_mcp.settings.config import Config\nfrom colabhive_mcp.tenants.tenant import Tenant\n"
         "def rss():\n    return int(open('/proc/self/status').read().split('VmRSS:')[1].split()[0]) / 1024\n"
         "import os\nfrom colabhive_mcp import logs\nlogs.configure('error', 'json', open(os.devnull, 'w'))\n"
         "import jsonschema, prometheus_client, requests  # a serving process has them: count the tenants only\n"
@@ -424,11 +374,11 @@ def _tenancy_with(sandbox: Sandbox, tenants: int, snapshot: Path) -> dict[str, A
 
 DISTINCT_MANIFEST = """
 import json, sys
-from colabhive_mcp import tools
-from colabhive_mcp.builtin_tools import ENTRIES
-from colabhive_mcp.manifest import Manifest
-from colabhive_mcp.policy import Policy
-from colabhive_mcp.profiles import UNKNOWN
+from colabhive_mcp.catalog import tools
+from colabhive_mcp.catalog.builtin_tools import ENTRIES
+from colabhive_mcp.manifest.version import Manifest
+from colabhive_mcp.catalog.policy import Policy
+from colabhive_mcp.catalog.profiles import UNKNOWN
 import jsonschema, prometheus_client, requests  # a serving process has them: count the manifests only
 
 def rss():

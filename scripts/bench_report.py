@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from colabhive_mcp.config import Config
+from colabhive_mcp.settings.config import Config
 
 HEADLINES = {  # figure -> (label, how to read it from a results file, unit)
     "stdio_startup_ms": ("stdio start-up, p50", lambda r: r["p50"], "ms"),

@@ -40,7 +40,8 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import ROOT, Sandbox, process_stats  # noqa: E402
+from bench import ROOT, process_stats  # noqa: E402
+from bench_sandbox import Sandbox  # noqa: E402
 from tests.support.http_server import HttpServer, client, log_events  # noqa: E402
 
 MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}

@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import ROOT, Sandbox, add_big_manifest  # noqa: E402
+from bench import ROOT  # noqa: E402
+from bench_sandbox import Sandbox, add_big_manifest  # noqa: E402
 from profile import drive, measured_calls  # noqa: E402
 from tests.support.http_server import HttpServer  # noqa: E402
 

@@ -3,7 +3,7 @@
 import argparse
 from pathlib import Path
 
-from colabhive_mcp.config import SETTINGS
+from colabhive_mcp.settings.config import SETTINGS
 
 HEADER = """\
 # colabhive-mcp configuration (TOML). Point COLABHIVE_MCP_CONFIG or --config at this file.

@@ -28,13 +28,15 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import ROOT, Sandbox, add_big_manifest, cpu_seconds, modern_call  # noqa: E402
+from bench import ROOT, cpu_seconds, modern_call  # noqa: E402
+from bench_sandbox import Sandbox, add_big_manifest  # noqa: E402
+
 from tests.support.http_server import HttpServer  # noqa: E402
 
 # The project's gunicorn settings, plus hooks that profile each request thread of the worker.
 PROFILING_CONF = """
 import cProfile, os, pstats, threading, time
-from colabhive_mcp.sources import load
+from colabhive_mcp.settings.sources import load
 from colabhive_mcp.transports.http.hosting import export, gunicorn_settings
 
 globals().update(gunicorn_settings(export(load().config)))

@@ -31,9 +31,12 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import ROOT, Sandbox, Upstream, add_big_manifest, first_list, installed_bytecode, new_key, warm_without_key  # noqa: E402
 from profile import by_package  # noqa: E402
+
+from bench import ROOT, Upstream, first_list, installed_bytecode, new_key, warm_without_key  # noqa: E402
+from bench_sandbox import Sandbox, add_big_manifest  # noqa: E402
 from stub_gateway import StubGateway  # noqa: E402
+
 from colabhive_mcp.cli.demo import StdioPeer  # noqa: E402
 from colabhive_mcp.sandbox import DEMO_KEY  # noqa: E402
 from tests.support.http_server import HttpServer  # noqa: E402
@@ -68,7 +71,7 @@ def dump(path):
 """
 
 HOSTED_CONF = THREADS + """
-from colabhive_mcp.sources import load
+from colabhive_mcp.settings.sources import load
 from colabhive_mcp.transports.http.hosting import export, gunicorn_settings
 
 globals().update(gunicorn_settings(export(load().config)))

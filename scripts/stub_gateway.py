@@ -33,6 +33,9 @@ sys.path.insert(0, str(ROOT))
 
 from colabhive_mcp.sandbox import API_PREFIX, DEMO_KEY  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_sandbox import Sandbox, add_big_manifest  # noqa: E402
+
 MANIFEST = API_PREFIX + "/mcp/manifest"
 
 
@@ -117,7 +120,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="the port to listen on (default: a free one)")
     args = parser.parse_args()
-    from bench import Sandbox, add_big_manifest  # (bench.py imports this module)
 
     with Sandbox(page_size=100, cold_start_s=2) as sandbox:
         add_big_manifest(sandbox)

@@ -4,10 +4,10 @@ import secrets
 
 import pytest
 
-from colabhive_mcp.config import Config
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY, Sandbox
-from colabhive_mcp.tenant import Tenant
+from colabhive_mcp.settings.config import Config
+from colabhive_mcp.tenants.tenant import Tenant
 
 
 @pytest.fixture(autouse=True)

@@ -8,13 +8,12 @@ import time
 import pytest
 import requests
 
-from colabhive_mcp.config import Config
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
+from colabhive_mcp.settings.config import Config
 from colabhive_mcp.transports.http.admission import long_request_places
 
-from .support.http_client import health_time
+from .support.http_client import MODERN, health_time, modern, post, rpc
 from .support.http_server import client, hosted_server
-from .support.http_client import MODERN, modern, post, rpc
 from .support.waiting import wait_until
 
 pytestmark = pytest.mark.slow

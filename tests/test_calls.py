@@ -7,15 +7,15 @@ import threading
 import pytest
 from prometheus_client import REGISTRY
 
-from colabhive_mcp import calls
-from colabhive_mcp.calls import CallOptions
-from colabhive_mcp.detached import CALLS, DetachedCalls, call_key
-from colabhive_mcp.instance import Instance
+from colabhive_mcp.calls import call
+from colabhive_mcp.calls.call import CallOptions
+from colabhive_mcp.calls.detached import CALLS, DetachedCalls, call_key
 from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
-from colabhive_mcp.store import MemoryStore
-from colabhive_mcp.tenant import Tenant
+from colabhive_mcp.store.memory import MemoryStore
+from colabhive_mcp.tenants.shared import Instance
+from colabhive_mcp.tenants.tenant import Tenant
 
 from .support.core_client import Client, text_of
 
@@ -57,9 +57,9 @@ def failing(monkeypatch):
     def run(*_args, **_kwargs):
         raise Unexpected("boom")
 
-    monkeypatch.setattr(calls, "run", run)
+    monkeypatch.setattr(call, "run", run)
     recorder = Recorder()
-    monkeypatch.setattr(calls, "log", recorder)
+    monkeypatch.setattr(call, "log", recorder)
     return recorder
 
 

@@ -14,11 +14,11 @@ import requests
 
 from colabhive_mcp.cli import main
 from colabhive_mcp.cli.main import _check_free
-from colabhive_mcp.config import ConfigError
 from colabhive_mcp.sandbox import DEMO_KEY
+from colabhive_mcp.settings.config import ConfigError
 
-from .support.http_server import SECRET, HttpServer
 from .support.environ import server_env
+from .support.http_server import SECRET, HttpServer
 
 pytestmark = pytest.mark.slow
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from colabhive_mcp.config import API_PREFIX, Config, ConfigError
-from colabhive_mcp.sources import load
+from colabhive_mcp.settings.config import API_PREFIX, Config, ConfigError
+from colabhive_mcp.settings.sources import load
 
 
 def test_precedence_is_flag_then_environment_then_file_then_default(tmp_path):
@@ -72,7 +72,7 @@ def test_secret_values_are_not_echoed_in_errors():
 def test_the_example_config_file_names_every_setting_with_its_default(tmp_path):
     from pathlib import Path
 
-    from colabhive_mcp.config import SETTINGS
+    from colabhive_mcp.settings.config import SETTINGS
 
     example = Path(__file__).parent.parent / "conf" / "colabhive-mcp.example.toml"
     uncommented = tmp_path / "all.toml"
@@ -149,7 +149,7 @@ def test_one_problem_is_one_line():
 
 
 def test_each_setting_has_a_scope_and_http_settings_say_so():
-    from colabhive_mcp.config import SCOPES, SETTINGS
+    from colabhive_mcp.settings.config import SCOPES, SETTINGS
 
     scopes = {f.name: f.metadata["scope"] for f in SETTINGS}
     assert set(scopes.values()) == set(SCOPES)
@@ -167,7 +167,7 @@ def test_the_example_config_file_is_what_the_script_writes():
 
 
 def test_an_environment_variable_near_a_settings_is_refused_naming_it_and_others_are_listed():
-    from colabhive_mcp.sources import known_variables
+    from colabhive_mcp.settings.sources import known_variables
 
     with pytest.raises(ConfigError, match="environment COLABHIVE_MANIFEST_TLL is not a setting: did you mean "
                                           "COLABHIVE_MANIFEST_TTL\\?"):

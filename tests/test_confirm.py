@@ -12,12 +12,12 @@ from mcp.types import ElicitResult
 
 from colabhive_mcp.protocol import Server, Session, jsonrpc
 from colabhive_mcp.sandbox import DEMO_KEY
-from colabhive_mcp.tenant import Tenant
+from colabhive_mcp.tenants.tenant import Tenant
 
-from .support.http_server import HttpServer
+from .support.catalogue import WRITER
 from .support.core_client import Client as CoreClient
 from .support.environ import server_env
-from .support.catalogue import WRITER
+from .support.http_server import HttpServer
 
 pytestmark = pytest.mark.real_clients
 

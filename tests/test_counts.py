@@ -8,8 +8,8 @@ import time
 import pytest
 from loguru import logger
 
-from colabhive_mcp import counts
-from colabhive_mcp.counts import MemoryCounts, SharedCounts, open_counts
+from colabhive_mcp.store import counts
+from colabhive_mcp.store.counts import MemoryCounts, SharedCounts, open_counts
 
 from .support.forked import holding
 from .support.waiting import wait_until

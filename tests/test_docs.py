@@ -15,8 +15,9 @@ import docutils.core
 import pytest
 from sphinx.cmd.build import build_main  # the `test` extra installs Sphinx
 
-from colabhive_mcp import config, profiles
-from colabhive_mcp.parsers import number
+from colabhive_mcp.catalog import profiles
+from colabhive_mcp.settings import config
+from colabhive_mcp.settings.parsers import number
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

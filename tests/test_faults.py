@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from colabhive_mcp.invocation import MAX_POLL_FAILURES
+from colabhive_mcp.calls.polling import MAX_POLL_FAILURES
 from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B, Sandbox
 from colabhive_mcp.sandbox.contract import fingerprint
 
-from .support.http_server import HttpServer, free_port
 from .support.http_client import initialize, modern, rpc
+from .support.http_server import HttpServer, free_port
 from .support.waiting import wait_until
 
 pytestmark = pytest.mark.slow

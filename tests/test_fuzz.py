@@ -4,14 +4,14 @@ for every request, nothing for notifications and responses, and never a crash.""
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from colabhive_mcp.cancellation import Cancellation
-from colabhive_mcp.config import Config
-from colabhive_mcp.manifest import Manifest
-from colabhive_mcp.protocol import jsonrpc
-from colabhive_mcp.protocol import Server, Session
-from colabhive_mcp.tenant import Tenant
+from colabhive_mcp.calls.cancellation import Cancellation
+from colabhive_mcp.manifest.version import Manifest
+from colabhive_mcp.protocol import Server, Session, jsonrpc
+from colabhive_mcp.settings.config import Config
+from colabhive_mcp.tenants.tenant import Tenant
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),

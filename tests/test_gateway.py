@@ -12,8 +12,8 @@ import responses
 from responses import matchers
 
 from colabhive_mcp.encoding import too_deep
-from colabhive_mcp.gateway import Gateway, GatewayError
-from colabhive_mcp.gateway_answers import Invocation
+from colabhive_mcp.gateway.client import Gateway, GatewayError
+from colabhive_mcp.invocation import Invocation
 from colabhive_mcp.keys import ApiKey, KeyRejected
 from colabhive_mcp.sandbox import DEMO_KEY
 
@@ -339,7 +339,7 @@ def test_a_503_is_retried_no_sooner_than_its_retry_after_and_a_long_one_is_the_c
 def test_the_backoff_alone_is_never_cut_short_by_the_retry_after_bound(monkeypatch):
     """``retries`` up to 10: a backoff past 5 s still retries (the bound is on what a gateway asks)."""
     slept = []
-    monkeypatch.setattr("colabhive_mcp.gateway.time.sleep", slept.append)
+    monkeypatch.setattr("colabhive_mcp.gateway.client.time.sleep", slept.append)
     patient = Gateway(BASE, ApiKey.of(KEY), retries=8, backoff=0.2)
     url = BASE + "/invocations/inv_1"
     for _ in range(8):
@@ -603,17 +603,17 @@ def test_a_page_read_for_one_key_is_not_parsed_again_for_another_while_it_is_hel
 def test_a_tenants_connection_pool_is_shared_only_once_it_is_whole(monkeypatch):
     """Many first requests of a new key at once: none may take the pool before its key header is
     set (a thread that found it half-made sent a request without X-API-Key: the gateway's 401)."""
-    from colabhive_mcp import origin_adapter
+    from colabhive_mcp.gateway import adapter
 
     building, finish = threading.Event(), threading.Event()
 
-    class SlowAdapter(origin_adapter.OriginAdapter):
+    class SlowAdapter(adapter.OriginAdapter):
         def __init__(self, *args, **kwargs):
             building.set()
             finish.wait(10)  # the first thread stays inside the pool's making
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(origin_adapter, "OriginAdapter", SlowAdapter)
+    monkeypatch.setattr(adapter, "OriginAdapter", SlowAdapter)
     gateway = Gateway("http://127.0.0.1:9", ApiKey.of("hive_pool_race_0001"))
     first = threading.Thread(target=lambda: gateway.session)
     first.start()

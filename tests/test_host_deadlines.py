@@ -14,15 +14,16 @@ import time
 
 import pytest
 
-from colabhive_mcp import cancellation, profiles
-from colabhive_mcp.cancellation import TIMEOUT, USER, Cancellation, keeps_work
-from colabhive_mcp.protocol.plan import reason_of
-from colabhive_mcp.config import Config, ConfigError
-from colabhive_mcp.detached import DetachedCalls
-from colabhive_mcp.memory_store import MemoryStore
-from colabhive_mcp.sources import load
+from colabhive_mcp.calls import cancellation
+from colabhive_mcp.calls.cancellation import TIMEOUT, USER, Cancellation, keeps_work
+from colabhive_mcp.calls.detached import DetachedCalls
+from colabhive_mcp.catalog import profiles
 from colabhive_mcp.protocol import Server
-from colabhive_mcp.tenant import Tenant
+from colabhive_mcp.protocol.plan import reason_of
+from colabhive_mcp.settings.config import Config, ConfigError
+from colabhive_mcp.settings.sources import load
+from colabhive_mcp.store.memory import MemoryStore
+from colabhive_mcp.tenants.tenant import Tenant
 
 from .support.core_client import Client
 from .support.waiting import wait_until
@@ -278,8 +279,8 @@ def test_a_retry_reaching_another_worker_attaches_through_the_instance_store(gat
                                                                              tmp_path):
     """Two processes sharing a runtime directory (as the workers of one instance do): the call runs in
     one, its host's timeout reaches it, and the retry lands on the other, which attaches."""
-    from .support.http_server import HttpServer
     from .support.http_client import initialize, post, rpc
+    from .support.http_server import HttpServer
 
     shared = {"COLABHIVE_RUNTIME_DIR": str(tmp_path)}
     first = HttpServer(gateway_sandbox.url, "--http-workers", "1", env=shared)

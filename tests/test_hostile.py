@@ -6,17 +6,18 @@ import sys
 
 import anyio
 import pytest
-from mcp import Client as SdkClient, StdioServerParameters
+from mcp import Client as SdkClient
+from mcp import StdioServerParameters
 
-from colabhive_mcp.gateway import GatewayError
-from colabhive_mcp.profiles import NAMES
+from colabhive_mcp.catalog.profiles import NAMES
+from colabhive_mcp.gateway.client import GatewayError
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY
-from colabhive_mcp.tenant import Tenant, Unreachable
+from colabhive_mcp.tenants.tenant import Tenant, Unreachable
 
-from .support.hostile_manifest import HOSTILE
 from .support.core_client import Client
 from .support.environ import server_env
+from .support.hostile_manifest import HOSTILE
 
 NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 def by_slug(tools):
@@ -126,7 +127,7 @@ def test_the_official_sdk_lists_and_calls_the_hostile_manifest(hostile):
 
 
 def test_profiles_are_chosen_by_client_name_and_overridable(config):
-    from colabhive_mcp.profiles import for_client
+    from colabhive_mcp.catalog.profiles import for_client
 
     assert for_client({"name": "cursor-vscode"}, config).name == "cursor"
     assert for_client({"name": "claude-ai"}, config).name == "claude-desktop"

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from colabhive_mcp.gateway import GatewayError
-from colabhive_mcp.gateway_answers import Invocation
-from colabhive_mcp.invocation import (EARLY_POLLS, Backoff, ProgressTracker, Submitted, cancel_upstream, follow, run,
-                                      status_message)
+from colabhive_mcp.calls.polling import (EARLY_POLLS, Backoff, ProgressTracker, Submitted, cancel_upstream, follow, run,
+                                         status_message)
+from colabhive_mcp.gateway.client import GatewayError
+from colabhive_mcp.invocation import Invocation
 
 from .support.clock import FakeClock
 

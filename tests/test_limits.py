@@ -5,12 +5,12 @@ import time
 
 import pytest
 
-from colabhive_mcp.config import Config
 from colabhive_mcp.keys import KeyRejected
-from colabhive_mcp.limits import LimitReached, Limits, Quotas
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY_B
-from colabhive_mcp.tenant import Tenant
+from colabhive_mcp.settings.config import Config
+from colabhive_mcp.tenants.limits import LimitReached, Limits, Quotas
+from colabhive_mcp.tenants.tenant import Tenant
 
 from .support.core_client import Client
 from .support.waiting import wait_until

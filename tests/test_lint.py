@@ -26,3 +26,17 @@ def test_no_test_module_imports_another():
                  for line in path.read_text().splitlines()
                  if re.search(r"^\s*(from\s+(\.+|tests\.)(\w+\.)*test_\w+\s+import|import\s+(tests\.)?test_\w+)", line)]
     assert importing == []
+
+
+def test_the_package_imports_run_down_its_layers():
+    """Each wing imports only the leaves, itself and lower layers; no circle, type-only imports included."""
+    from .support import layers
+
+    edges = layers.graph()
+    assert "colabhive_mcp.calls.call" in edges["colabhive_mcp.tenants.tenant"]  # it reads the imports
+    assert "colabhive_mcp.manifest.saved" in edges["colabhive_mcp.manifest.cache"]  # type-only ones too
+    assert layers.why_not("calls", "tenants") == "a higher layer"
+    assert layers.why_not("oauth", "protocol") == "a wing of the same layer"
+    assert layers.why_not("protocol", "gateway") and layers.why_not("sandbox", "leaves")
+    assert layers.breaks(edges) == []
+    assert layers.circles(edges) == []

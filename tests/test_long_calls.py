@@ -9,10 +9,10 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from colabhive_mcp.invocation import Backoff
+from colabhive_mcp.calls.polling import Backoff
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY
-from colabhive_mcp.tenant import Tenant
+from colabhive_mcp.tenants.tenant import Tenant
 
 from .support.core_client import Client as CoreClient
 from .support.environ import server_env

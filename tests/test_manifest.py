@@ -8,12 +8,14 @@ import time
 import pytest
 import responses
 
-from colabhive_mcp.gateway import Gateway, ManifestDocument
+from colabhive_mcp.gateway.client import Gateway, ManifestDocument
 from colabhive_mcp.keys import ApiKey, KeyRejected
-from colabhive_mcp.instance_copy import COPIES, CONTENTS, KEPT_S, PARTS, WRITING, InstanceCopy
-from colabhive_mcp.manifest import SOON_S, Manifest, ManifestCache, ManifestError, load_snapshot
+from colabhive_mcp.manifest.cache import SOON_S, ManifestCache
+from colabhive_mcp.manifest.instance_copy import CONTENTS, COPIES, KEPT_S, PARTS, WRITING, InstanceCopy
+from colabhive_mcp.manifest.version import Manifest, ManifestError, load_snapshot
 from colabhive_mcp.sandbox import DEMO_KEY
-from colabhive_mcp.store import MemoryStore, SqliteStore
+from colabhive_mcp.store.memory import MemoryStore
+from colabhive_mcp.store.sqlite import SqliteStore
 
 
 class Clock:

@@ -15,13 +15,13 @@ from http.server import HTTPServer, SimpleHTTPRequestHandler
 import pytest
 from werkzeug.test import Client
 
-from colabhive_mcp.config import Config, ConfigError
-from colabhive_mcp.sources import load
 from colabhive_mcp.oauth import OAuthError, documents
 from colabhive_mcp.oauth.clients import Clients, matches
 from colabhive_mcp.oauth.consent import FORM_TTL_S
 from colabhive_mcp.oauth.sealing import Sealer
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
+from colabhive_mcp.settings.config import Config, ConfigError
+from colabhive_mcp.settings.sources import load
 from colabhive_mcp.transports.http.app import McpApp
 
 from .support.oauth_flow import Flow, Pages, SignedClient, error_code, form_token, pkce, query
@@ -674,7 +674,7 @@ def test_a_store_that_fails_says_so_and_lets_no_use_through(tmp_path, monkeypatc
     import sqlite3
 
     from colabhive_mcp.oauth.grants import Grant, Grants
-    from colabhive_mcp.store import SqliteStore
+    from colabhive_mcp.store.sqlite import SqliteStore
 
     store = SqliteStore(str(tmp_path / "instance.db"))
     grants = Grants(SECRET, PUBLIC, store, 3600, 86400)
@@ -735,7 +735,7 @@ def test_a_code_respelled_is_not_a_new_grant(flow):
 
 def test_a_used_refresh_token_stays_used_when_it_expires_during_its_check(tmp_path):
     from colabhive_mcp.oauth.grants import Grant, Grants
-    from colabhive_mcp.store import MemoryStore
+    from colabhive_mcp.store.memory import MemoryStore
 
     grants = Grants(SECRET, PUBLIC, MemoryStore(), 3600, 600)
     tokens = grants.tokens(Grant(DEMO_KEY, "client", PUBLIC), "grant", 1)
@@ -751,7 +751,7 @@ def test_a_refresh_token_of_before_grants_had_names_works_once_and_its_old_mark_
     import hashlib
 
     from colabhive_mcp.oauth.grants import OLD_USED, Grant, Grants, digest
-    from colabhive_mcp.store import MemoryStore
+    from colabhive_mcp.store.memory import MemoryStore
 
     store = MemoryStore()
     grants = Grants(SECRET, PUBLIC, store, 3600, 600)

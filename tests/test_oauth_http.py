@@ -11,19 +11,19 @@ import time
 import pytest
 import requests
 import requests.adapters
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 from colabhive_mcp.sandbox.contract import fingerprint
 
-from .support.http_server import HttpServer, SECRET, free_port, log_events, rpc_messages
-from .support.nginx import Nginx
 from .support.fuzzing import FUZZ, SERVER_FAILURES, json_values, objects, text
+from .support.http_client import health_time, initialize, modern, post, rpc
+from .support.http_server import SECRET, HttpServer, free_port, log_events, rpc_messages
+from .support.nginx import Nginx
 from .support.oauth_flow import Flow, Pages, SignedClient, error_code, pkce, query
-from .support.http_client import health_time
-from .support.http_client import initialize, modern, post, rpc
 
 TASKS = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
 
@@ -277,7 +277,7 @@ def test_an_expired_token_is_refused_with_the_challenge(gateway_sandbox):
         flow = Flow(short.root, short.url)
         tokens = flow.tokens(DEMO_KEY)
         from colabhive_mcp.oauth.grants import Grants  # a token sealed 61 s ago, as the server would have
-        from colabhive_mcp.store import MemoryStore
+        from colabhive_mcp.store.memory import MemoryStore
 
         past = Grants(SECRET, short.url, MemoryStore(), 60, 600)
         past.access.clock = lambda: time.time() - 61

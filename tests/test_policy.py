@@ -2,8 +2,8 @@
 
 import pytest
 
-from colabhive_mcp.sources import load
-from colabhive_mcp.policy import Policy
+from colabhive_mcp.catalog.policy import Policy
+from colabhive_mcp.settings.sources import load
 
 WRITES = {"name": "crm-create-contact", "sideEffects": ["writes"]}
 NETWORK = {"name": "web-scrape", "sideEffects": ["external_network"]}

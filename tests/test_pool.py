@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from colabhive_mcp.config import Config
 from colabhive_mcp.keys import ApiKey, KeyRejected
-from colabhive_mcp.limits import LimitReached, Limits, Quotas
-from colabhive_mcp.pool import TenantPool
+from colabhive_mcp.settings.config import Config
+from colabhive_mcp.tenants.limits import LimitReached, Limits, Quotas
+from colabhive_mcp.tenants.pool import TenantPool
 from colabhive_mcp.transports.http.admission import Admission
 
 

@@ -6,18 +6,12 @@ import time
 
 import pytest
 
-from colabhive_mcp.protocol import jsonrpc
-from colabhive_mcp.protocol import LEGACY_VERSIONS, Server
+from colabhive_mcp.protocol import LEGACY_VERSIONS, Server, jsonrpc
 from colabhive_mcp.sandbox import DEMO_KEY_B
-from colabhive_mcp.tenant import Tenant
+from colabhive_mcp.tenants.tenant import Tenant
 
 from .support.core_client import MODERN, Client, text_of
 from .support.waiting import wait_until
-
-
-
-
-
 
 
 @pytest.fixture

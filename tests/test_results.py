@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from colabhive_mcp.gateway_answers import Invocation
-from colabhive_mcp.results import failure_message, for_version, tool_result
-from colabhive_mcp.schemas import Check
+from colabhive_mcp.calls.results import failure_message, for_version, tool_result
+from colabhive_mcp.catalog.schemas import Check
+from colabhive_mcp.invocation import Invocation
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
 
@@ -81,7 +81,7 @@ def test_a_broken_output_schema_is_said_and_no_result_is_given_as_structured_con
 
 
 def test_results_are_fitted_to_the_client_budget():
-    from colabhive_mcp.results import fit
+    from colabhive_mcp.calls.results import fit
 
     big = {"content": [{"type": "text", "text": "z" * 500}, {"type": "image", "data": "A" * 4000, "mimeType": "image/png"},
                        {"type": "image", "data": "A" * 40, "mimeType": "image/png"}]}

@@ -10,10 +10,11 @@ import tempfile
 import pytest
 from loguru import logger
 
-from colabhive_mcp import counts, expiries
-from colabhive_mcp.config import Config, ConfigError
-from colabhive_mcp.counts import PlacesCounts
-from colabhive_mcp.store import check_runtime_dir, open_store
+from colabhive_mcp.settings.config import Config, ConfigError
+from colabhive_mcp.store import counts, expiries
+from colabhive_mcp.store.counts import PlacesCounts
+from colabhive_mcp.store.runtime_dir import check_runtime_dir
+from colabhive_mcp.store.sqlite import open_store
 from colabhive_mcp.transports.http import hosting
 
 from .support.http_server import HttpServer

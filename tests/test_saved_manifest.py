@@ -8,13 +8,14 @@ import sys
 
 import pytest
 
+from colabhive_mcp.catalog import tools
 from colabhive_mcp.cli.demo import StdioPeer
-from colabhive_mcp.gateway import Gateway
+from colabhive_mcp.gateway.client import Gateway
 from colabhive_mcp.keys import ApiKey
-from colabhive_mcp.manifest import Manifest, ManifestCache
+from colabhive_mcp.manifest.cache import ManifestCache
+from colabhive_mcp.manifest.saved import SavedManifest
+from colabhive_mcp.manifest.version import Manifest
 from colabhive_mcp.sandbox import DEMO_KEY
-from colabhive_mcp.saved_manifest import SavedManifest
-from colabhive_mcp import tools
 
 from .support.environ import server_env
 

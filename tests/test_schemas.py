@@ -4,7 +4,7 @@ import json
 
 import jsonschema
 
-from colabhive_mcp.schemas import TOO_LARGE, Check, portable
+from colabhive_mcp.catalog.schemas import TOO_LARGE, Check, portable
 
 
 def no_refs(schema):
@@ -113,7 +113,8 @@ def with_values(count):
 
 
 def test_a_schema_without_local_references_is_shown_as_it_is_and_every_other_one_as_before():
-    from colabhive_mcp.schemas import MAX_DEPTH, MAX_INLINED_NODES, STRICT_DROPPED, _compact, _inline, _object_root
+    from colabhive_mcp.catalog.schemas import (MAX_DEPTH, MAX_INLINED_NODES, STRICT_DROPPED, _compact, _inline,
+                                               _object_root)
 
     def before(schema, strict=False):  # what portable showed before plain schemas were left as they are
         try:
@@ -135,7 +136,7 @@ def test_a_schema_without_local_references_is_shown_as_it_is_and_every_other_one
 
 
 def test_a_value_that_fits_no_alternative_is_told_what_to_give():
-    from colabhive_mcp.schemas import Check
+    from colabhive_mcp.catalog.schemas import Check
 
     either = Check({"type": "object", "anyOf": [{"required": ["prompt"]}, {"required": ["messages", "model"]}]})
     assert either.problems({}) == ["at the top level: give `prompt` or `messages` and `model`"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from colabhive_mcp import __version__
 from colabhive_mcp.protocol.lifecycle import REGISTRY_NAME, SERVER, server_card
-from colabhive_mcp.sources import known_variables
+from colabhive_mcp.settings.sources import known_variables
 
 ROOT = Path(__file__).resolve().parent.parent
 LISTING = json.loads((ROOT / "server.json").read_text())

@@ -12,10 +12,12 @@ import pytest
 import responses
 from responses import matchers
 
-from colabhive_mcp import interning, tenant as tenant_module, tools
-from colabhive_mcp.config import Config
-from colabhive_mcp.tenant import Tenant
-from colabhive_mcp.tools import Catalog
+from colabhive_mcp.catalog import tools
+from colabhive_mcp.catalog.tools import Catalog
+from colabhive_mcp.manifest import interning
+from colabhive_mcp.settings.config import Config
+from colabhive_mcp.tenants import tenant as tenant_module
+from colabhive_mcp.tenants.tenant import Tenant
 
 URL = "https://gw.test/api/builder/v1"
 SAME_ETAG = '"v1"'  # two gateways (or one careless one) may give different manifests the same ETag

@@ -8,10 +8,11 @@ import time
 
 import pytest
 
-from colabhive_mcp import expiries
-from colabhive_mcp.config import ConfigError
-from colabhive_mcp.state import InstanceStore, Marked, per_minute_wait
-from colabhive_mcp.store import MemoryStore, SqliteStore, open_store
+from colabhive_mcp.settings.config import ConfigError
+from colabhive_mcp.store import expiries
+from colabhive_mcp.store.interface import InstanceStore, Marked, per_minute_wait
+from colabhive_mcp.store.memory import MemoryStore
+from colabhive_mcp.store.sqlite import SqliteStore, open_store
 
 from .support.clock import FakeClock
 from .support.forked import holding

@@ -13,16 +13,16 @@ import time
 
 import pytest
 
-from colabhive_mcp import counts, expiries, store
+from colabhive_mcp.catalog.tools import Tool
 from colabhive_mcp.protocol.confirm import RequestStates
-from colabhive_mcp.state import Marked
-from colabhive_mcp.counts import PlacesCounts
-from colabhive_mcp.store import SqliteStore, open_store
-from colabhive_mcp.tools import Tool
+from colabhive_mcp.store import counts, expiries, sqlite
+from colabhive_mcp.store.counts import PlacesCounts
+from colabhive_mcp.store.interface import Marked
+from colabhive_mcp.store.sqlite import SqliteStore, open_store
 
 from .support.forked import holding
-from .support.http_server import HttpServer
 from .support.http_client import modern
+from .support.http_server import HttpServer
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def quick_locks(monkeypatch):
     """A lock held for a tenth of a second outlasts one attempt (5 s in production), not three."""
     connect = sqlite3.connect
     monkeypatch.setattr(sqlite3, "connect", lambda *args, **kwargs: connect(*args, **{**kwargs, "timeout": 0.05}))
-    monkeypatch.setattr(store, "RETRY_S", 0.2)
+    monkeypatch.setattr(sqlite, "RETRY_S", 0.2)
 
 
 @contextlib.contextmanager
@@ -99,8 +99,8 @@ def test_a_store_that_cannot_be_read_answers_what_refuses(tmp_path, monkeypatch,
         assert worker.add("used-states", "state", True, 60) is False
         assert worker.mark("used-states", "state", 60) is Marked.FAILED  # its callers refuse, saying why
         assert worker.reserve("started", "key", 5, 60) is None
-        assert worker.next_free("started", "key") == store.WAIT_WHEN_FAILED_S
-        assert worker.held("started", "key") == store.HELD_WHEN_FAILED  # a limit looked at is full
+        assert worker.next_free("started", "key") == sqlite.WAIT_WHEN_FAILED_S
+        assert worker.held("started", "key") == sqlite.HELD_WHEN_FAILED  # a limit looked at is full
         assert worker.put("calls", "k", 1, 60) is False
         worker.delete("calls", "k")
         worker.unreserve("started", "key", "place")
@@ -231,8 +231,8 @@ def hosted_app(sandbox, tmp_path):
     """The hosted app in this process (its store in ``tmp_path``), and a session to end."""
     from werkzeug.test import Client
 
-    from colabhive_mcp.config import Config
     from colabhive_mcp.sandbox import DEMO_KEY
+    from colabhive_mcp.settings.config import Config
     from colabhive_mcp.transports.http.app import create_app
 
     client = Client(create_app(Config(api_url=sandbox.url, session_secret="s" * 64, runtime_dir=str(tmp_path))))

@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from colabhive_mcp.cancellation import Cancellation
-from colabhive_mcp.gateway_answers import Invocation
+from colabhive_mcp.calls.cancellation import Cancellation
+from colabhive_mcp.invocation import Invocation
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY_B
-from colabhive_mcp.tenant import Tenant
+from colabhive_mcp.tenants.tenant import Tenant
 
 from .support.core_client import Client
 

@@ -5,11 +5,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from colabhive_mcp.manifest import Manifest
-from colabhive_mcp.policy import Policy
-from colabhive_mcp.profiles import Profile
+from colabhive_mcp.catalog.policy import Policy
+from colabhive_mcp.catalog.profiles import Profile
+from colabhive_mcp.catalog.tools import Catalog, build_definition, tool_annotations, tool_name
+from colabhive_mcp.manifest.version import Manifest
 from colabhive_mcp.revisions import REVISIONS
-from colabhive_mcp.tools import Catalog, build_definition, tool_annotations, tool_name
 
 SAFE = r"^[A-Za-z0-9_.\-]+$"
 

@@ -10,15 +10,15 @@ import pytest
 import requests
 
 from colabhive_mcp import __version__
-from colabhive_mcp.cli.main import command_line, resolve
-from colabhive_mcp.config import SETTINGS, ConfigError
-from colabhive_mcp.sources import load, show
 from colabhive_mcp.cli.demo import StdioPeer
+from colabhive_mcp.cli.main import command_line, resolve
 from colabhive_mcp.sandbox import DEMO_KEY
-from colabhive_mcp.upgrade import GATES
+from colabhive_mcp.settings.config import SETTINGS, ConfigError
+from colabhive_mcp.settings.sources import load, show
+from colabhive_mcp.settings.upgrade import GATES
 
-from .support.http_server import HttpServer, log_events
 from .support.environ import server_env
+from .support.http_server import HttpServer, log_events
 
 pytestmark = pytest.mark.slow
 
@@ -169,8 +169,8 @@ def test_a_user_who_denied_side_effects_in_0_3_4_still_gets_none_after_the_upgra
 
 
 def test_no_etag_fetches_the_manifest_whole_each_time(sandbox, journal):
-    from colabhive_mcp.config import Config
-    from colabhive_mcp.tenant import Tenant
+    from colabhive_mcp.settings.config import Config
+    from colabhive_mcp.tenants.tenant import Tenant
 
     for conditional in (True, False):
         tenant = Tenant(Config(api_url=sandbox.url, manifest_ttl=0, manifest_etag=conditional), DEMO_KEY)
@@ -272,7 +272,7 @@ def test_a_call_of_a_0_3_4_built_in_tool_says_what_to_do_instead_and_does_nothin
 def test_the_upgrade_page_names_each_0_3_4_built_in_tool():
     from pathlib import Path
 
-    from colabhive_mcp.upgrade import RETIRED_TOOLS, TOOLS_PAGE
+    from colabhive_mcp.settings.upgrade import RETIRED_TOOLS, TOOLS_PAGE
 
     page = (Path(__file__).parent.parent / "docs" / "upgrading.rst").read_text()
     section = page.split("Built-in tools of 0.3.4\n")[1]

@@ -1,6 +1,6 @@
 """How the ``colabhive-mcp`` command line is read: its commands, their options, and the exit codes.
 
-Every setting of :mod:`colabhive_mcp.config` is a flag of the commands its scope reaches
+Every setting of :mod:`colabhive_mcp.settings.config` is a flag of the commands its scope reaches
 (:data:`SCOPES`), and settings' flags may come before the command. A flag and its 0.3.4 spelling
 that disagree stop the start; a setting given to a command outside its scope, or a 0.3.4 flag with
 no equivalent, is refused saying what to do. A mistake is one line, never a usage dump.
@@ -9,13 +9,14 @@ no equivalent, is refused saying what to do. A mistake is one line, never a usag
 from __future__ import annotations
 
 import argparse
-import signal
 import dataclasses
+import signal
 from typing import Any, Callable, Mapping, NoReturn
 
-from .. import __version__, upgrade
-from ..config import SETTINGS, ConfigError
-from ..sources import show
+from .. import __version__
+from ..settings import upgrade
+from ..settings.config import SETTINGS, ConfigError
+from ..settings.sources import show
 from . import snippets
 
 COMMANDS = ("stdio", "serve", "check", "tools", "call", "client-config", "config", "sandbox", "demo")

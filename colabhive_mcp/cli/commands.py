@@ -15,16 +15,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import results
 from ..ahead import Ahead
-from ..cancellation import USER
-from ..config import Config
+from ..calls import results
+from ..calls.cancellation import USER
+from ..catalog.profiles import for_client
+from ..catalog.tools import Catalog, Tool
 from ..keys import KeyRejected
-from ..manifest import ManifestError
-from ..profiles import for_client
+from ..manifest.version import ManifestError
 from ..protocol import LEGACY_VERSIONS, Server, Session, jsonrpc
-from ..tenant import Tenant
-from ..tools import Catalog, Tool
+from ..settings.config import Config
+from ..tenants.tenant import Tenant
 from .arguments import INTERRUPTED, KEY_REJECTED, NO_KEY, NO_TOOLS, OK, TOOL_FAILED, UNREACHABLE
 
 KEY_MISSING = "missing: set COLABHIVE_API_KEY (or try --sandbox)"

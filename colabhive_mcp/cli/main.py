@@ -18,11 +18,13 @@ import sys
 from pathlib import Path
 from typing import ContextManager, Iterator, Sequence
 
-from .. import logs, tracing, upgrade
-from ..config import SETTINGS, Config, ConfigError
-from ..sources import Resolved, load
+from .. import logs, tracing
 from ..keys import ApiKey, mistake, well_formed
+from ..settings import upgrade
+from ..settings.config import SETTINGS, Config, ConfigError
+from ..settings.sources import Resolved, load
 from .arguments import INTERRUPTED, NO_KEY, OK, USAGE, build_parser, command_first
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     line = command_first(list(sys.argv[1:] if argv is None else argv))
@@ -105,9 +107,9 @@ def gateway_config(args: argparse.Namespace, *, quiet: bool) -> ContextManager[C
 
 def run_stdio(args: argparse.Namespace) -> int:
     from .. import metrics
+    from ..manifest.saved import SavedManifest
     from ..protocol import Server
-    from ..saved_manifest import SavedManifest
-    from ..tenant import Tenant
+    from ..tenants.tenant import Tenant
     from ..transports import stdio
 
     with gateway_config(args, quiet=False) as config:

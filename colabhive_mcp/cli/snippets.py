@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
 from .. import __version__
-from ..config import Config, ConfigError
+from ..settings.config import Config, ConfigError
 
 if TYPE_CHECKING:  # importlib.metadata is imported only when a snippet is made: every command builds this parser
     from importlib import metadata

@@ -21,12 +21,12 @@ from typing import Any, Callable, Mapping
 import jwt
 from cachetools import TTLCache
 
+from ..store.interface import InstanceStore
 from . import documents
 from .clients import Admit, Client, Clients
 from .errors import OAuthError, printable
 from .marks import use_once
 from .metadata import Endpoints
-from ..state import InstanceStore
 
 JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 MAX_LIFETIME_S = 300.0  # how far ahead an assertion's exp may be

@@ -36,11 +36,11 @@ import urllib3.connection
 from cachetools import TLRUCache
 from urllib3.util.ssl_match_hostname import CertificateError
 
+from ..ahead import Ahead
+from ..errors import BUSY_RETRY_S
+from ..loopback import is_loopback
 from . import urls
 from .errors import OAuthError
-from ..ahead import Ahead
-from ..limits import BUSY_RETRY_S
-from ..loopback import is_loopback
 
 MAX_BYTES = 16 * 1024
 TIMEOUT_S = 5.0

@@ -20,11 +20,11 @@ from typing import Any, Mapping
 
 from ..encoding import b64url
 from ..keys import MAX_KEY_CHARS
-from ..state import InstanceStore
-from .assertions import Proof
-from .marks import use_once
+from ..store.interface import InstanceStore
 from . import urls
+from .assertions import Proof
 from .errors import OAuthError
+from .marks import use_once
 from .metadata import SCOPE
 from .sealing import Sealer
 

@@ -4,8 +4,8 @@ cannot be remembered could be repeated."""
 
 from __future__ import annotations
 
-from ..limits import BUSY_RETRY_S
-from ..state import InstanceStore, Marked
+from ..errors import BUSY_RETRY_S
+from ..store.interface import InstanceStore, Marked
 from .errors import OAuthError
 
 FULL_RETRY_S = 60  # what a refusal for want of room in the store says to wait

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .. import profiles, results
-from ..calls import CallOptions
-from ..tenant import Refused
-from ..tools import Tool
+from ..calls import results
+from ..calls.call import CallOptions
+from ..catalog import profiles
+from ..catalog.tools import Tool
+from ..tenants.tenant import Refused
 from . import confirm, tasks
 from .context import Context
 from .jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, JsonRpcError

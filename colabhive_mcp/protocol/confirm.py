@@ -13,13 +13,13 @@ import json
 import secrets
 from typing import Any
 
+from ..calls.results import error_result
 from ..canonical import canonical, digest
-from ..policy import side_effects
-from ..results import error_result
+from ..catalog.policy import side_effects
+from ..catalog.tools import Tool
 from ..revisions import revision
 from ..signing import Signer
-from ..state import InstanceStore, Marked
-from ..tools import Tool
+from ..store.interface import InstanceStore, Marked
 
 INPUT_KEY = "confirm"
 USED_STATES = "used-states"  # in the instance store: confirmation states already spent

@@ -9,9 +9,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..config import Config
-from ..state import InstanceStore
-from ..memory_store import MemoryStore
+from ..settings.config import Config
+from ..store.interface import InstanceStore
+from ..store.memory import MemoryStore
 from .confirm import RequestStates
 from .inflight import InFlight
 from .request import Session

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cancellation import SHUTDOWN, Cancellation, Reason
+from ..calls.cancellation import SHUTDOWN, Cancellation, Reason
 from .jsonrpc import ResponseFrame
 from .request import Request
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import __version__, profiles
-from ..config import Config
+from .. import __version__
+from ..catalog import profiles
 from ..logs import log
-from . import tasks
 from ..revisions import LEGACY_VERSIONS, SUPPORTED_VERSIONS, revision
-from .envelope import LOG_LEVELS, META_SUBSCRIPTION
+from ..settings.config import Config
+from . import tasks
 from .context import Context
+from .envelope import LOG_LEVELS, META_SUBSCRIPTION
 from .jsonrpc import INVALID_PARAMS, JsonRpcError
 from .request import Request, Session
 

@@ -1,7 +1,7 @@
 """``tools/list``: the tenant's catalog as the request's revision spells it, in pages with cursors.
 
 A known host's profile may change the list (shorter names, fewer tools, strict schemas: see
-:mod:`colabhive_mcp.profiles`). Such a variant is never mistaken for another client's list: its
+:mod:`colabhive_mcp.catalog.profiles`). Such a variant is never mistaken for another client's list: its
 cursors name the variant, and under 2026 it is sent with ``ttlMs: 0``, so a cache shared by two
 clients of one key (``cacheScope: "private"`` allows one per key) never serves it to the other.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import profiles
-from ..config import Config
+from ..catalog import profiles
 from ..encoding import b64url, from_b64url
-from ..manifest import ManifestError
+from ..manifest.version import ManifestError
+from ..settings.config import Config
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonRpcError
 from .request import Request
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..cancellation import TIMEOUT, USER, Reason
+from ..calls.cancellation import TIMEOUT, USER, Reason
 from ..revisions import revision
 from . import methods
 from .confirm import may_ask

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..invocation import ProgressTracker, Update, status_message
+from ..calls.polling import ProgressTracker, Update, status_message
 from ..revisions import revision
 from .request import Request
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..cancellation import Cancellation
-from ..policy import Policy
-from ..profiles import UNKNOWN, Profile
-from ..tenant import Tenant
+from ..calls.cancellation import Cancellation
+from ..catalog.policy import Policy
+from ..catalog.profiles import UNKNOWN, Profile
+from ..tenants.tenant import Tenant
 from .envelope import LOG_LEVELS
 from .jsonrpc import RequestFrame, RequestId, notification
 

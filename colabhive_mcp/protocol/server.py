@@ -17,20 +17,20 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Mapping
 
-from .. import metrics, profiles, tracing
-from ..cancellation import SHUTDOWN, USER, Cancellation, Reason
-from ..config import Config
+from .. import logs, metrics, tracing
+from ..calls.cancellation import SHUTDOWN, USER, Cancellation, Reason
+from ..catalog import profiles
+from ..catalog.policy import Policy
 from ..errors import ColabHiveError
 from ..keys import KeyRejected
-from .. import logs
 from ..logs import log
-from ..policy import Policy
-from ..state import InstanceStore
-from ..memory_store import MemoryStore
-from ..tenant import Tenant
+from ..revisions import BATCH_VERSIONS, revision
+from ..settings.config import Config
+from ..store.interface import InstanceStore
+from ..store.memory import MemoryStore
+from ..tenants.tenant import Tenant
 from . import calling, jsonrpc, lifecycle, listing, methods, tasks
 from .context import Context
-from ..revisions import BATCH_VERSIONS, revision
 from .envelope import META_SERVER_INFO
 from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
 from .plan import Plan, cancelled_by, plan

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from ..catalog.tools import Tool
 from ..signing import Signer
-from ..tools import Tool
 from .jsonrpc import INVALID_PARAMS, JsonRpcError
 
 TTL_MS = 3_600_000

@@ -16,15 +16,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .. import results
-from ..gateway_answers import Invocation
-from ..invocation import status_message
-from ..limits import LimitReached
+from ..calls import results
+from ..calls.polling import status_message
+from ..catalog.tools import Tool
+from ..invocation import Invocation
 from ..logs import log
-from ..tenant import Unreachable
-from ..tools import Tool
-from .context import Context
 from ..revisions import TASKS_VERSIONS, revision
+from ..tenants.limits import LimitReached
+from ..tenants.tenant import Unreachable
+from .context import Context
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, JsonRpcError
 from .request import Request
 from .task_ids import TTL_MS, TaskRef, now

@@ -21,13 +21,12 @@ import threading
 import time
 from typing import Any, BinaryIO
 
-from ..protocol import jsonrpc
-from ..protocol.jsonrpc import BatchFrame, Frame, JsonRpcError
-from ..logs import log
 from ..keys import KeyRejected
-from ..limits import LimitReached
-from ..protocol import Server, Session
-from ..tenant import Tenant
+from ..logs import log
+from ..protocol import Server, Session, jsonrpc
+from ..protocol.jsonrpc import BatchFrame, Frame, JsonRpcError
+from ..tenants.limits import LimitReached
+from ..tenants.tenant import Tenant
 from .workers import Workers
 
 PREFETCH_AFTER_S = 0.5  # after the handshake, which must not wait for the gateway

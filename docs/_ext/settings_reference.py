@@ -1,8 +1,8 @@
-"""The configuration reference, generated from the settings table (``colabhive_mcp.config.SETTINGS``).
+"""The configuration reference, generated from the settings table (``colabhive_mcp.settings.config.SETTINGS``).
 
-``.. colabhive-settings::`` emits one entry per field of :class:`colabhive_mcp.config.Config`: its
+``.. colabhive-settings::`` emits one entry per field of :class:`colabhive_mcp.settings.config.Config`: its
 help, command-line flag, environment variable, file key, the names colabhive-mcp 0.3.4 gave it, and
-its default, all read from the field's metadata at build time. A setting added to config.py is in
+its default, all read from the field's metadata at build time. A setting added to settings/config.py is in
 the next build of the docs; nothing here names a setting.
 """
 
@@ -115,7 +115,7 @@ class SettingsReference(SphinxDirective):
     has_content = False
 
     def run(self) -> list[nodes.Node]:
-        from colabhive_mcp import config
+        from colabhive_mcp.settings import config
 
         self.env.note_dependency(str(Path(config.__file__).resolve()))
         listing = nodes.definition_list(classes=["colabhive-settings"])

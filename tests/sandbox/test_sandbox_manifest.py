@@ -49,7 +49,7 @@ def test_every_route_needs_a_demo_key(sb: Sandbox, headers: dict[str, str], meth
 def test_a_hosted_client_whose_bearer_token_is_unknown_is_told_so_in_its_own_terms(sb: Sandbox, tmp_path) -> None:
     from werkzeug.test import Client
 
-    from colabhive_mcp.config import Config
+    from colabhive_mcp.settings.config import Config
     from colabhive_mcp.transports.http.app import create_app
 
     app = Client(create_app(Config(api_url=sb.url, session_secret="s" * 64, runtime_dir=str(tmp_path))))

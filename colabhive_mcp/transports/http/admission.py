@@ -21,9 +21,10 @@ import threading
 from typing import Iterator
 
 from ... import metrics
-from ...config import Config
+from ...errors import BUSY_RETRY_S
 from ...keys import ApiKey
-from ...limits import BUSY_RETRY_S, LimitReached, Limits, site_of
+from ...settings.config import Config
+from ...tenants.limits import LimitReached, Limits, site_of
 
 
 def long_request_places(config: Config) -> int:

@@ -21,13 +21,13 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Response
 
 from ... import metrics, tracing
-from ...config import Config, ConfigError
-from ...sources import load
 from ...errors import ColabHiveError
 from ...logs import configure, log
 from ...loopback import LOOPBACK_NAMES, is_loopback
 from ...protocol import Server, jsonrpc
-from ...store import open_store
+from ...settings.config import Config, ConfigError
+from ...settings.sources import load
+from ...store.sqlite import open_store
 from .events import EventStore
 from .incoming import HttpRequest
 from .legacy_sse import LegacySse
@@ -38,9 +38,8 @@ from .sessions import SessionCodec
 from .sse import Streams
 from .streamable import Streamable
 from .tenancy import Tenancy
-from .wire import (Answer, HttpError, http_answer, bind_host, failed, hostname, json_response, local_and_direct,
+from .wire import (Answer, HttpError, bind_host, failed, hostname, http_answer, json_response, local_and_direct,
                    not_allowed, request_id_of)
-
 
 EARLY_IMPORTS = ("requests", "jsonschema")  # what a tenant's first requests need (stdio imports them then)
 

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Iterator
 
-from ...cancellation import Cancellation
+from ...calls.cancellation import Cancellation
 
 READABLE = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
 BROKEN = select.POLLHUP | select.POLLERR | select.POLLNVAL  # closed both ways, reset, or no longer open

@@ -23,9 +23,9 @@ import threading
 from typing import Any
 
 from ... import tracing
-from ...config import Config
 from ...logs import log
-from ...runtime_dir import check_runtime_dir
+from ...settings.config import Config
+from ...store.runtime_dir import check_runtime_dir
 from .relay import RELAY_DIR
 
 SECRET_ENV = "COLABHIVE_SESSION_SECRET"
@@ -139,7 +139,7 @@ def made_up_secret(config: Config) -> Config:
 def prepare_runtime_dir(config: Config) -> Config:
     """The instance's private directory (its store, the cancel relay): the configured one, systemd's
     ``RuntimeDirectory``, or one made now (mode 0700); raises ``ConfigError`` when it is not this
-    user's alone (:func:`colabhive_mcp.runtime_dir.check_runtime_dir`). Cancel markers are removed at start
+    user's alone (:func:`colabhive_mcp.store.runtime_dir.check_runtime_dir`). Cancel markers are removed at start
     and exit; the store is kept (its entries expire on their own, and a call kept for a retry survives
     a restart)."""
     directory = config.runtime_dir or os.environ.get(SYSTEMD_RUNTIME_ENV, "").split(":")[0]  # systemd: the first

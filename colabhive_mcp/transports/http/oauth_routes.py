@@ -19,21 +19,20 @@ from urllib.parse import parse_qsl
 from werkzeug.wrappers import Response
 
 from ... import metrics
-from ...config import Config
-from ...errors import ColabHiveError
+from ...errors import BUSY_RETRY_S, ColabHiveError
 from ...keys import ApiKey, KeyRejected, well_formed
-from ...limits import BUSY_RETRY_S
 from ...logs import log
 from ...oauth import OAuthError, urls
-from ...oauth.errors import refused
 from ...oauth.assertions import Assertions, Proof
 from ...oauth.clients import Clients
 from ...oauth.consent import AuthorizationRequest, Consent, Redirected
-from ...oauth.pages import Lifetimes, consent_page, error_page, security_headers
+from ...oauth.errors import refused
 from ...oauth.grants import Grant
 from ...oauth.metadata import (AUTHORIZATION_SERVER_METADATA_PATH, AUTHORIZE_PATH, REGISTER_PATH,
                                RESOURCE_METADATA_PATH, TOKEN_PATH)
-from ...state import per_minute_wait
+from ...oauth.pages import Lifetimes, consent_page, error_page, security_headers
+from ...settings.config import Config
+from ...store.interface import per_minute_wait
 from .incoming import HttpRequest
 from .tenancy import Tenancy
 from .wire import JSON, Answer, body, client_address, not_allowed

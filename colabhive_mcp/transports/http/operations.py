@@ -11,14 +11,14 @@ import time
 from werkzeug.wrappers import Response
 
 from ... import metrics
-from ...config import Config
-from ...gateway import reachable
+from ...gateway.client import reachable
+from ...loopback import is_loopback
 from ...protocol import jsonrpc
 from ...protocol.lifecycle import server_card
-from ...tenant import Unreachable
+from ...settings.config import Config
+from ...tenants.tenant import Unreachable
 from .incoming import HttpRequest
 from .tenancy import Tenancy
-from ...loopback import is_loopback
 from .wire import JSON, Answer, HttpError, JsonAnswer, bind_host, client_address, json_response
 
 SERVER_CARD_PATH = "/.well-known/mcp/server-card"  # SEP-2127

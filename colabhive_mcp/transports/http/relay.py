@@ -30,14 +30,13 @@ import os
 import re
 import threading
 import time
-from typing import Any, Callable
-
 from collections import Counter
+from typing import Any, Callable
 
 from cachetools import TTLCache
 
 from ... import metrics
-from ...cancellation import REASONS, Reason
+from ...calls.cancellation import REASONS, Reason
 from ...logs import log
 from ...protocol.inflight import id_digest
 

@@ -20,10 +20,10 @@ from typing import Any, Callable, Iterator
 from werkzeug.wrappers import Response
 
 from ... import metrics
-from ...cancellation import ENDED, Cancellation
-from ...config import Config
+from ...calls.cancellation import ENDED, Cancellation
 from ...logs import log
 from ...protocol import Session
+from ...settings.config import Config
 from .events import EventStore, StreamLog
 from .hangups import peer_closed
 from .wire import SSE, SSE_HEADERS, Answer, socket_of, sse_event

@@ -21,17 +21,16 @@ from typing import Any, Callable, Iterator
 
 from werkzeug.wrappers import Response
 
-from ...cancellation import Cancellation
-from ...config import Config
-from ...keys import ApiKey
+from ...calls.cancellation import Cancellation
 from ...errors import ColabHiveError
+from ...keys import ApiKey
 from ...logs import log
-from ...protocol import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS, Server, Session, jsonrpc
-from ...protocol import envelope
+from ...protocol import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS, Server, Session, envelope, jsonrpc
 from ...protocol.envelope import META_VERSION
-from ...protocol.plan import Plan
 from ...protocol.jsonrpc import BatchFrame, Frame, Single
-from ...tenant import Tenant
+from ...protocol.plan import Plan
+from ...settings.config import Config
+from ...tenants.tenant import Tenant
 from .admission import Admission
 from .hangups import HangupWatch
 from .incoming import HttpRequest
@@ -39,9 +38,8 @@ from .relay import CancelRelay
 from .sessions import SessionCodec
 from .sse import DISCONNECT_CHECK_S, Streams, stream
 from .tenancy import Tenancy
-from .wire import (JSON, MODERN_STATUS_BY_CODE, SSE, STATUS_BY_CODE, Answer, HttpError, Post, accepts,
-                   client_address, failed, header_mismatch, json_response, not_allowed, read_post,
-                   status_of)
+from .wire import (JSON, MODERN_STATUS_BY_CODE, SSE, STATUS_BY_CODE, Answer, HttpError, Post, accepts, client_address,
+                   failed, header_mismatch, json_response, not_allowed, read_post, status_of)
 
 
 @dataclass

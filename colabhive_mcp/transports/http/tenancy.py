@@ -10,17 +10,17 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from ...config import Config
 from ...keys import MAX_KEY_CHARS, MIN_KEY_CHARS, ApiKey, KeyRejected, mistake, well_formed
-from ...instance import Instance
 from ...oauth import OAuthError
 from ...oauth.errors import refused
 from ...oauth.grants import ACCESS_PREFIX, Grants
 from ...oauth.metadata import Endpoints
-from ...pool import TenantPool
 from ...protocol import jsonrpc
-from ...state import InstanceStore
-from ...tenant import Tenant
+from ...settings.config import Config
+from ...store.interface import InstanceStore
+from ...tenants.pool import TenantPool
+from ...tenants.shared import Instance
+from ...tenants.tenant import Tenant
 from .admission import Admission
 from .incoming import Headers, HttpRequest
 from .wire import INVALID_TOKEN, HttpError

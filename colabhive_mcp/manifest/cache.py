@@ -1,0 +1,266 @@
+"""The manifest cache: TTL, ETag revalidation, one upstream fetch at a time, stale on failure.
+
+A :class:`~colabhive_mcp.manifest.version.Manifest` is immutable; the cache swaps in a new one when the gateway has news.
+Threads that find the copy stale while another thread is fetching serve that copy meanwhile, and
+with none yet they wait for that fetch instead of starting their own, so a burst of cold requests
+costs one upstream GET. With an :class:`~colabhive_mcp.manifest.instance_copy.InstanceCopy`, the workers of
+an instance share that work through its store (:mod:`colabhive_mcp.manifest.instance_copy`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable
+
+from .. import metrics
+from ..gateway.client import Gateway, GatewayError
+from ..keys import KeyRejected
+from ..logs import log
+from . import interning
+from .instance_copy import LOOK_AGAIN_S, InstanceCopy
+from .version import Manifest, ManifestError
+
+if TYPE_CHECKING:
+    from .saved import SavedManifest
+
+RETRY_AFTER_FAILURE_S = 5.0
+FIRST_LOOK_S = 0.005  # how soon it looks first (it may only be writing what it fetched), then twice as late each time
+YIELD_EVERY = 20  # entries prepared between two offers of the interpreter lock (about 1.5 ms of work)
+SOON_S = 1.0  # how long a worker serves its copy while another one gets newer news
+
+
+class ManifestCache:
+    """A tenant's manifest, fetched lazily and revalidated after ``ttl`` seconds."""
+
+    def __init__(self, gateway: Gateway, *, ttl: float = 60.0, pin: str | None = None,
+                 snapshot: Manifest | None = None, rejection_ttl: float = 30.0, conditional: bool = True,
+                 instance: InstanceCopy | None = None, saved: SavedManifest | None = None,
+                 prepare: Callable[[dict[str, Any]], tuple[str, dict[str, Any]]] = interning.entry,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``pin`` refuses any manifest whose ETag differs; a ``snapshot`` is served forever; a key
+        the gateway rejected is answered from memory for ``rejection_ttl`` seconds; without
+        ``conditional``, the manifest is fetched whole (no ``If-None-Match``) when it expires;
+        ``instance``: the copy shared by the instance's workers; ``saved``: the copy an earlier
+        process kept on disk, which the first fetch asks the gateway about (served only on its 304);
+        ``prepare``: what a fetch does with each entry while the next page is on its way (at least
+        :func:`interning.entry`: the entry's digest, and the process's one copy of it)."""
+        self.gateway = gateway
+        self.prepare = prepare
+        self.instance = instance
+        self.saved = saved
+        self.ttl = ttl
+        self.conditional = conditional
+        self.pin = pin
+        self.rejection_ttl = rejection_ttl
+        self.clock = clock
+        self._current = snapshot
+        self._expires = math.inf if snapshot is not None else 0.0
+        self._rejection: KeyRejected | None = None
+        self._fetch_lock = threading.Lock()
+        self._asked = -math.inf  # when (time.monotonic()) the gateway was asked what it last answered with a manifest
+        self._unsaved: Manifest | None = None  # fetched, and not yet written to ``saved``
+        self._save_lock = threading.Lock()
+
+    @property
+    def current(self) -> Manifest | None:
+        return self._current
+
+    @property
+    def asks(self) -> bool:
+        """Whether :meth:`get` would wait for the gateway now: nothing is held yet, or the gateway's
+        refusal of the key is old enough to ask it again (a refusal it remembers is answered at once)."""
+        return self._current is None or (self._rejection is not None and self.clock() >= self._expires)
+
+    def get(self) -> Manifest:
+        """The manifest, revalidated first if its TTL ran out (while another thread revalidates it,
+        the copy held: a slow gateway keeps one thread waiting, not every request of the tenant).
+        Raises :class:`KeyRejected` (also from memory, for a while after the gateway said so) or
+        :class:`ManifestError`."""
+        current = self._current
+        if current is not None and (self.clock() < self._expires or self._fetch_lock.locked()) and (
+                self._rejection is None):  # (read last: a fetch sets it before the expiry)
+            metrics.MANIFEST.labels("hit").inc()
+            return current
+        with self._fetch_lock:
+            if self.clock() < self._expires:
+                if self._rejection is not None:
+                    raise self._rejection
+                if self._current is not None:
+                    metrics.MANIFEST.labels("hit").inc()
+                    return self._current  # another thread refreshed it while we waited
+            return self._refresh()
+
+    def refresh(self, since: float = math.inf) -> Manifest:
+        """The manifest, asked of the gateway now, whatever the TTL and whatever another worker is
+        fetching (e.g. after an action was published), unless it answered this cache a question asked
+        after ``since`` (a :func:`time.monotonic` reading; by default, it is asked); the instance's
+        copy follows the answer, and no answer to a question asked before undoes it."""
+        with self._fetch_lock:
+            if self._current is not None and self._asked > since and self._rejection is None:
+                return self._current
+            if self.instance is not None:
+                self.instance.expire()
+            return self._fetch()
+
+    def _refresh(self) -> Manifest:
+        """Under the fetch lock: the instance's fresh copy, else the gateway's answer (one worker
+        asks it; the others wait a moment for that answer, serving what they have meanwhile)."""
+        if self.instance is None:
+            return self._fetch()
+        shared = self._from_instance()
+        if shared is not None:
+            return shared
+        claimed = self.instance.claim(self.gateway.timeout + 5)
+        if not claimed:
+            shared = self._await_instance()
+            if shared is not None:
+                return shared
+        try:
+            return self._fetch()
+        finally:
+            if claimed:
+                self.instance.release()
+
+    def _from_instance(self) -> Manifest | None:
+        """The copy another worker got from the gateway within the TTL (our own object when it is the same)."""
+        assert self.instance is not None
+        known = self.instance.age()
+        if known is None or known[1] >= self.ttl:
+            return None
+        etag, age = known
+        current = self._current
+        if current is None or etag is None or current.etag != etag:
+            copy = self.instance.load()
+            if copy is None or copy.etag != etag or (self.pin and copy.etag != self.pin):
+                return None
+            if current is None or copy.digests != current.digests:
+                self._current = current = copy
+        self._rejection, self._expires = None, self.clock() + self.ttl - age
+        metrics.MANIFEST.labels("instance").inc()
+        return current
+
+    def _await_instance(self) -> Manifest | None:
+        """Another worker is asking the gateway: serve our copy meanwhile (and look again in a
+        second), or, with none, wait a while for theirs."""
+        if self._current is not None:
+            self._expires = self.clock() + min(self.ttl, SOON_S)
+            metrics.MANIFEST.labels("hit").inc()
+            return self._current
+        assert self.instance is not None
+        deadline = time.monotonic() + self.gateway.timeout  # a real wait for another process: real time
+        pause = FIRST_LOOK_S
+        while time.monotonic() < deadline:  # (self.clock tells TTLs, which a test may fake)
+            time.sleep(pause)
+            pause = min(2 * pause, LOOK_AGAIN_S)
+            shared = self._from_instance()
+            if shared is not None or not self.instance.fetching():  # news, or it ended without any
+                return shared
+        return None
+
+    def _fetch(self) -> Manifest:
+        current = self._current
+        known = current or self._saved()  # what the gateway is asked about
+        etag = known.etag if known else None
+        asked = self.instance.clock() if self.instance is not None else 0.0
+        started, sent = time.perf_counter(), time.monotonic()
+        meanwhile = None  # a copy saved by an earlier process is made ready while the gateway is asked about it
+        if current is None and known is not None and self.conditional:
+            meanwhile = partial(_prepare_all, known, self.prepare)
+        try:
+            document = self.gateway.fetch_manifest(etag if self.conditional else None, self.prepare, meanwhile)
+        except KeyRejected as exc:  # no stale copy for a key that is no longer accepted
+            self._rejection, self._expires = exc, self.clock() + self.rejection_ttl
+            if self.instance is not None:
+                self.instance.expire()  # nor does another worker serve its copy
+            if self.saved is not None:
+                self.saved.forget()  # nor does a later start ask about it
+            metrics.MANIFEST.labels("rejected").inc()
+            raise
+        except GatewayError as exc:
+            return self._fall_back(exc)
+        took_ms = round((time.perf_counter() - started) * 1000, 1)
+        self._rejection, self._expires, self._asked = None, self.clock() + self.ttl, sent
+        if document is None or (known is not None and document.etag and document.etag == etag):
+            if known is None:
+                return self._fall_back(GatewayError("the gateway answered 304 to an unconditional request"))
+            log.bind(status=304 if document is None else 200, etag=etag, duration_ms=took_ms,
+                     bytes=document.size if document else 0, tools=len(known.entries),
+                     tenant=self.gateway.key_id).info("manifest.fetched")
+            metrics.MANIFEST.labels("not_modified").inc()
+            if current is None and self.saved is not None:
+                self._current = known  # the saved copy, now the gateway's answer
+                self.saved.used()
+            return self._recorded(known, False, asked)  # unchanged: the same object (nobody is told of a change)
+        if self.pin and document.etag != self.pin:
+            return self._fall_back(GatewayError(
+                f"the gateway's manifest is now {document.etag}, but this server is pinned to {self.pin}"))
+        log.bind(status=200, etag=document.etag, duration_ms=took_ms, bytes=document.size,
+                 tools=len(document.entries), tenant=self.gateway.key_id).info("manifest.fetched")
+        metrics.MANIFEST.labels("fetched").inc()
+        fetched = Manifest.fetched(document)
+        if current is not None and fetched.content == current.content:  # read whole, and the same: no ETag said so
+            return self._recorded(current, False, asked)  # (the same object: nobody is told of a change)
+        self._current = self._recorded(fetched, True, asked)
+        if self.saved is not None and self._current.etag:
+            self._unsaved = self._current  # written by the next save(), once the answer is out
+        return self._current
+
+    def save(self) -> None:
+        """Write the manifest fetched last to ``saved``, unless it is there already (a caller does this
+        once its answer is out: 1 MB of JSON then costs the answer nothing)."""
+        with self._save_lock:
+            manifest, self._unsaved = self._unsaved, None
+            if manifest is not None and self.saved is not None:
+                self.saved.save(manifest)
+
+    def _saved(self) -> Manifest | None:
+        """The copy saved on disk by an earlier process, before this one has any (unless pinned elsewhere)."""
+        copy = self.saved.load() if self.saved is not None else None
+        return copy if copy is not None and (not self.pin or copy.etag == self.pin) else None
+
+    def _recorded(self, manifest: Manifest, changed: bool, asked: float) -> Manifest:
+        """``manifest``, the gateway's answer to a question asked at ``asked``, recorded as the
+        instance's copy; unless the instance has the answer to a later question: then that one (or,
+        while it is on its way, ours for a moment)."""
+        if self.instance is None or not self.instance.confirm(manifest, changed, asked):
+            return manifest
+        newer = self._from_instance()
+        if newer is None:
+            self._expires = self.clock() + min(self.ttl, SOON_S)
+            return manifest
+        return newer
+
+    def _fall_back(self, exc: GatewayError) -> Manifest:
+        """Serve the instance's last good copy (what any of its workers last got from the gateway:
+        maybe newer than ours) or ours (and say so), or fail when there is none."""
+        if self.instance is not None:
+            copy = self.instance.load()
+            if copy is not None and (self._current is None or copy.etag != self._current.etag) and (
+                    not self.pin or copy.etag == self.pin):
+                self._current = copy
+        current = self._current
+        self._expires = self.clock() + min(self.ttl, RETRY_AFTER_FAILURE_S)
+        if current is None:
+            self._expires = 0.0
+            log.bind(error=exc.message, status=exc.status, tenant=self.gateway.key_id).warning("manifest.unavailable")
+            metrics.MANIFEST.labels("error").inc()
+            raise ManifestError(f"cannot load the tool manifest: {exc.message}", exc.retry_after) from exc
+        log.bind(error=exc.message, status=exc.status, etag=current.etag,
+                 tenant=self.gateway.key_id).warning("manifest.stale")
+        metrics.MANIFEST.labels("stale").inc()
+        return current
+
+
+def _prepare_all(manifest: Manifest, prepare: Callable[[dict[str, Any]], tuple[str, dict[str, Any]]]) -> None:
+    """Do for each entry of ``manifest`` what a fetch does for each page's: what ``prepare`` builds
+    (a tool definition, its encodings) stays with the process (while the process keeps it:
+    :data:`interning.KEPT_ENTRIES`), where the catalogue then finds it. Every few entries the
+    interpreter lock is given back: the gateway's answer, read on another thread, would otherwise
+    wait for it at each read (5 ms each time)."""
+    for number, entry in enumerate(manifest.entries):
+        if number % YIELD_EVERY == 0:
+            time.sleep(0)
+        prepare(entry)

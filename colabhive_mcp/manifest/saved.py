@@ -1,0 +1,126 @@
+"""A stdio server's manifest, kept on disk from one start to the next and revalidated with its ETag.
+
+An MCP host starts the stdio server for every session, and the manifest seldom changes in between:
+the last one fetched is kept in ``$XDG_CACHE_HOME/colabhive-mcp`` (by default
+``~/.cache/colabhive-mcp``), one file per gateway, account and key, named by a digest of the three
+(the key itself is never written), mode 0600 in a directory of mode 0700. At the next start, the
+first fetch sends its ETag, and a 304 spares the download (the pages of a 1 MB manifest). A file
+no start has used for :data:`UNUSED_DAYS` days is deleted when another is written.
+
+The copy on disk is a question to the gateway, never an answer: it is served only once the gateway
+says it is current. When the gateway fails, the server answers as it would with nothing on disk;
+when it refuses the key, the file is deleted. A file or directory that is not this user's alone is
+not used, nor is one that cannot be read as a manifest (the next fetch writes it afresh).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..keys import ApiKey
+from ..logs import log
+from ..settings.config import Config
+from ..store.runtime_dir import private_dir_problems
+from .version import Manifest
+
+DIRECTORY = "colabhive-mcp"
+UNUSED_DAYS = 30
+
+
+def cache_home(environ: Mapping[str, str]) -> Path | None:
+    """``$XDG_CACHE_HOME``, else ``~/.cache`` (from ``environ``'s ``HOME``)."""
+    if environ.get("XDG_CACHE_HOME"):
+        return Path(environ["XDG_CACHE_HOME"])
+    return Path(environ["HOME"]) / ".cache" if environ.get("HOME") else None
+
+
+class SavedManifest:
+    """The file that keeps one key's manifest between starts."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def of(cls, config: Config, key: ApiKey, environ: Mapping[str, str] | None = None) -> SavedManifest | None:
+        """The file for ``key`` at the configured gateway; ``None`` when the configuration keeps none (it
+        is off, the manifest comes from a snapshot, or is fetched whole every time)."""
+        home = cache_home(os.environ if environ is None else environ)
+        if not config.manifest_cache or config.manifest_snapshot or not config.manifest_etag or home is None:
+            return None
+        name = hashlib.sha256(f"{config.api_url}\n{config.account_id or ''}\n{key.digest}".encode()).hexdigest()
+        return cls(home / DIRECTORY / f"manifest-{name[:32]}.json")
+
+    def load(self) -> Manifest | None:
+        """The manifest saved last, if there is one this user alone could have written."""
+        try:
+            if private_dir_problems(str(self.path.parent)):
+                return None
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            with os.fdopen(fd, "rb") as file:
+                found = os.fstat(file.fileno())
+                if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid() or found.st_mode & 0o077:
+                    return None
+                data = json.loads(file.read())
+        except (OSError, ValueError):
+            return None
+        return _manifest(data)
+
+    def save(self, manifest: Manifest) -> None:
+        """Keep ``manifest`` for the next start (written whole, then renamed over the last one)."""
+        directory = self.path.parent
+        temporary = directory / f".{self.path.name}.{os.getpid()}"
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            problems = private_dir_problems(str(directory))
+            if problems:
+                log.bind(path=str(directory), problem=" and ".join(problems)).warning("manifest.not_saved")
+                return
+            body = json.dumps({"etag": manifest.etag, "entries": manifest.entries}, separators=(",", ":")).encode()
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as file:
+                file.write(body)
+            os.replace(temporary, self.path)
+            _prune(directory)
+        except OSError as exc:
+            log.bind(path=str(self.path), error=exc.strerror).warning("manifest.not_saved")
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+
+    def used(self) -> None:
+        """The gateway said the saved manifest is current: it was used now."""
+        with contextlib.suppress(OSError):
+            os.utime(self.path)
+
+    def forget(self) -> None:
+        """Delete the saved manifest (the gateway refused the key)."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+
+def _prune(directory: Path) -> None:
+    """Delete the saved manifests no start has used for :data:`UNUSED_DAYS` days."""
+    unused = time.time() - UNUSED_DAYS * 86400
+    for path in directory.glob("manifest-*.json"):
+        with contextlib.suppress(OSError):
+            if path.lstat().st_mtime < unused:
+                path.unlink()
+
+
+def _manifest(data: Any) -> Manifest | None:
+    """The manifest a saved file holds, if it holds one."""
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+        return None
+    entries, etag = data["entries"], data.get("etag")
+    if not isinstance(etag, str) or not all(isinstance(e, dict) and isinstance(e.get("name"), str) for e in entries):
+        return None
+    return Manifest(tuple(entries), etag)

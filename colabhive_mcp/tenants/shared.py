@@ -1,0 +1,29 @@
+"""What the tenants of one instance share, kept in its store so that every worker knows it: calls
+cut off by their hosts (a retry attaches to them), the limits' counts, and each key's last good
+manifest. stdio and a single process keep the same in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..calls.detached import DetachedCalls
+from ..settings.config import Config
+from ..store.interface import InstanceStore
+from ..store.memory import MemoryStore
+from .limits import Limits, Quotas
+
+
+@dataclass(frozen=True)
+class Instance:
+    """What an instance's workers share: its store, the calls cut off by their hosts, per-key limits."""
+
+    store: InstanceStore
+    calls: DetachedCalls
+    limits: Limits
+
+    @classmethod
+    def of(cls, config: Config, store: InstanceStore | None = None) -> Instance:
+        """The instance over ``store`` (by default, this process's memory)."""
+        store = store if store is not None else MemoryStore()
+        return cls(store, DetachedCalls(store, config.host_timeout_grace), Limits(Quotas.of(config), store))

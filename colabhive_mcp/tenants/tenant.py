@@ -1,0 +1,282 @@
+"""A tenant: one API key's gateway session, manifest cache, policy, and tool calls.
+
+stdio has exactly one tenant; the hosted mode keeps a pool of them keyed by key hash.
+Nothing in a tenant is shared with another tenant. The layers above ask the tenant, never its
+gateway or its manifest: it starts, follows and stops work, revalidates and watches its manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from typing import Any, Callable, NamedTuple
+
+from .. import metrics
+from ..calls import results
+from ..calls.call import CallOptions, ToolCall
+from ..calls.polling import Backoff, follow
+from ..catalog.builtin_tools import ENTRIES as BUILTINS
+from ..catalog.policy import Policy
+from ..catalog.profiles import UNKNOWN, Profile
+from ..catalog.tools import Catalog, Tool, prepared
+from ..errors import BUSY_RETRY_S, INVALID_PARAMS, ColabHiveError
+from ..gateway.client import Gateway, GatewayError
+from ..invocation import Invocation
+from ..keys import ApiKey, KeyRejected
+from ..logs import log
+from ..manifest import interning
+from ..manifest.cache import ManifestCache
+from ..manifest.instance_copy import InstanceCopy
+from ..manifest.saved import SavedManifest
+from ..manifest.version import Manifest, ManifestError, load_snapshot
+from ..settings import upgrade
+from ..settings.config import Config
+from .limits import LimitReached
+from .shared import Instance
+
+MIN_WATCH_S = 1.0  # how often, at most, a watched manifest is revalidated
+
+
+class UnknownTool(ColabHiveError, LookupError):
+    """No tool of that name exists for this tenant."""
+
+    code = INVALID_PARAMS
+    http_status = 200
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Unknown tool: {name}")
+
+
+class Unreachable(ColabHiveError):
+    """The gateway failed a request about this key's work; the message says so for a person, and
+    the gateway's own status and ``Retry-After`` (when it answered) are kept."""
+
+    http_status = 503
+
+    def __init__(self, message: str, status: int | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message, retry_after)
+        self.status = status  # the gateway's
+
+    @classmethod
+    def of(cls, exc: GatewayError, message: str) -> Unreachable:
+        return cls(message, exc.status, exc.retry_after)
+
+
+class Refused(ColabHiveError):
+    """A call refused before the gateway hears of it: ``result`` is the ``isError`` answer that says why."""
+
+    http_status = 200
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.result = results.error_result(message)
+
+
+class Prepared(NamedTuple):
+    """A call ready to run: the tool, its catalogue, and the arguments it gets."""
+
+    catalog: Catalog
+    tool: Tool
+    arguments: dict[str, Any]
+
+
+class Tenant:
+    """Everything one API key needs; safe to use from many threads at once."""
+
+    def __init__(self, config: Config, api_key: ApiKey | str, instance: Instance | None = None,
+                 saved: SavedManifest | None = None) -> None:
+        """``instance``: what the tenants of the instance share (calls cut off by their hosts, the
+        limits' counts, last good manifests); by default, this tenant's own, in memory. ``saved``: the
+        manifest kept on disk between starts (stdio)."""
+        key = api_key if isinstance(api_key, ApiKey) else ApiKey.of(api_key)
+        instance = instance or Instance.of(config)
+        self.config = config
+        self.calls = instance.calls
+        self.limits = instance.limits
+        self.digest = key.digest
+        self.key_id = key.log_id
+        self.binding = key.binding  # what tokens bound to this key carry
+        self.gateway = Gateway(config.api_url, key, account_id=config.account_id, proxy=config.gateway_proxy,
+                               timeout=config.request_timeout, retries=config.retries,
+                               max_manifest_bytes=config.manifest_max_bytes, max_result_bytes=config.result_max_bytes)
+        snapshot = load_snapshot(config.manifest_snapshot) if config.manifest_snapshot else None
+        self.manifest = ManifestCache(self.gateway, ttl=config.manifest_ttl, pin=config.manifest_pin,
+                                      snapshot=snapshot, rejection_ttl=config.rejected_key_ttl,
+                                      conditional=config.manifest_etag,
+                                      instance=InstanceCopy(instance.store, key.digest)
+                                      if instance.store.shared else None, saved=saved, prepare=prepared)
+        self.policy = Policy.from_config(config)
+        self.backoff = Backoff(initial=config.poll_initial, maximum=config.poll_max_interval)
+        self._catalogs: dict[str, Catalog] = {}  # per client profile, for the current manifest
+
+    def close(self) -> None:
+        self.gateway.close()
+
+    @property
+    def rejection(self) -> KeyRejected | None:
+        """Why the gateway refused this key, while that is its last word on it (see :attr:`.Gateway.rejection`)."""
+        return self.gateway.rejection
+
+    def verify(self) -> None:
+        """Ask the gateway whether it accepts this key (by fetching the manifest, which is then
+        cached): raises :class:`KeyRejected` if not, and :class:`LimitReached` when it cannot tell
+        now (it fails, or limits the manifest's route). A last good copy of this key's manifest
+        (the gateway's yes within the hour) is a yes."""
+        try:
+            self.manifest.get()
+        except ManifestError as exc:
+            raise LimitReached(f"ColabHive cannot check this API key just now ({exc}); try again shortly.",
+                               exc.retry_after or BUSY_RETRY_S) from exc
+
+    def save(self) -> None:
+        """Write what this tenant keeps between starts (its manifest, when new), if anything: never
+        before an answer, which must not wait for it."""
+        self.manifest.save()
+
+    def revalidate(self, since: float = math.inf) -> Manifest:
+        """The manifest, asked of the gateway now (e.g. after an action was published) unless the
+        gateway answered a question asked after ``since`` (a :func:`time.monotonic` reading). Raises
+        :class:`Unreachable` (and no copy to fall back on) or :class:`KeyRejected`."""
+        try:
+            return self.manifest.refresh(since)
+        except ManifestError as exc:
+            raise Unreachable(str(exc)) from exc
+
+    def watch(self, stop: threading.Event, on_change: Callable[[], None]) -> None:
+        """Until ``stop`` is set: revalidate the manifest as it expires, and call ``on_change``
+        whenever a new version arrives (its filters are re-applied on the next list)."""
+        seen = self.manifest.current
+        while not stop.wait(max(self.config.manifest_ttl, MIN_WATCH_S)):
+            try:
+                manifest = self.manifest.get()
+            except (ManifestError, KeyRejected):
+                continue
+            if seen is not None and manifest is not seen:
+                log.bind(etag=manifest.etag, tenant=self.key_id).info("mcp.tools.list_changed")
+                on_change()
+            seen = manifest
+
+    # -- work the caller follows itself (tasks) ----------------------------------------------------
+
+    def start(self, tool: Tool, arguments: dict[str, Any], lifetime: float) -> Invocation:
+        """Start the tool's work without waiting for it; the invocation. It counts against the key's
+        limits as a call does (started this minute, and running until the work ends upstream, which
+        a thread of this process follows for the task's ``lifetime`` at most, in seconds). Raises
+        :class:`LimitReached` and :class:`Unreachable`."""
+        place = contextlib.ExitStack()
+        place.enter_context(self.limits.call(self.digest))
+        try:
+            invocation = self.gateway.invoke(tool.slug, arguments, sync=False)
+        except GatewayError as exc:
+            place.close()
+            raise Unreachable.of(exc, results.gateway_failure(tool.name, exc)) from exc
+        except BaseException:
+            place.close()
+            raise
+        threading.Thread(target=self._hold_while_running, args=(invocation, place, lifetime),
+                         name="mcp-task-place", daemon=True).start()
+        return invocation
+
+    def _hold_while_running(self, invocation: Invocation, place: contextlib.ExitStack, lifetime: float) -> None:
+        """Give the task's place back once its work ends upstream (or stops answering, or outlives
+        its task's ``lifetime``)."""
+        with place:
+            try:
+                follow(self.gateway, invocation, cancelled=threading.Event(), max_wait=lifetime, backoff=self.backoff)
+            except (GatewayError, KeyRejected):
+                pass
+
+    def invocation(self, invocation_id: str) -> Invocation | None:
+        """The invocation as it stands; ``None`` when this key cannot see it. Raises :class:`Unreachable`."""
+        try:
+            return self.gateway.get_invocation(invocation_id)[0]
+        except GatewayError as exc:
+            if exc.status == 404:
+                return None
+            raise Unreachable.of(exc, f"cannot reach ColabHive: {exc.message}") from exc
+
+    def wait(self, invocation: Invocation, cancelled: threading.Event, max_wait: float) -> Invocation | None:
+        """Follow the work until it is terminal (then the invocation), or ``None`` when the wait ends
+        first: the work itself goes on. Raises :class:`Unreachable`."""
+        try:
+            outcome = follow(self.gateway, invocation, cancelled=cancelled, max_wait=max_wait, backoff=self.backoff)
+        except GatewayError as exc:
+            raise Unreachable.of(exc, exc.message) from exc
+        return outcome.invocation if outcome.state == "done" else None
+
+    def stop(self, invocation_id: str) -> Invocation | None:
+        """Ask the gateway to stop the work: the invocation as it then stands (``None``: the gateway
+        has no cancel route). Raises :class:`Unreachable`."""
+        try:
+            return self.gateway.cancel(invocation_id)
+        except GatewayError as exc:
+            raise Unreachable.of(exc, f"cannot reach ColabHive to stop it: {exc.message}") from exc
+
+    def catalog(self, profile: Profile = UNKNOWN) -> Catalog:
+        """The tools of the current manifest for this client profile: built once per manifest content
+        (its ETag and every entry), policy and profile, and shared with every tenant of this process
+        whose manifest is the same (never with one whose manifest differs, whatever its ETag)."""
+        manifest = self.manifest.get()
+        catalog = self._catalogs.get(profile.name)
+        if catalog is None or catalog.manifest.content != manifest.content or catalog.profile != profile:
+            catalog = interning.held(("catalog", manifest.content, self.policy, profile),
+                                     lambda: Catalog(manifest, self.policy, profile, BUILTINS))
+            self._catalogs = {**{k: c for k, c in self._catalogs.items() if c.manifest.content == manifest.content},
+                              profile.name: catalog}
+        return catalog
+
+    def max_wait(self, entry: dict[str, Any]) -> float:
+        """How long a call of this action waits: by kind, else by latency class, else the default."""
+        waits = dict(self.config.poll_max_wait_by)
+        return waits.get(entry.get("kind") or "", waits.get(entry.get("latencyClass") or "", self.config.poll_max_wait))
+
+    def prepare(self, name: str, arguments: dict[str, Any], profile: Profile = UNKNOWN,
+                narrow: Policy | None = None) -> Prepared:
+        """The tool to run and the arguments it gets: those given, less the keys the client's host is
+        known to inject (e.g. n8n's ``toolCallId``) that the tool's schema does not ask for (the
+        caller's own are left alone). Raises :class:`UnknownTool`, and :class:`Refused` for a call
+        refused without the gateway (no tool list, a hidden tool, wrong arguments)."""
+        try:
+            catalog = self.catalog(profile)
+        except ManifestError as exc:
+            raise Refused(f"The ColabHive tool list is unavailable: {exc}") from exc
+        tool = catalog.by_name.get(name)
+        if tool is None:
+            retired = upgrade.retired_tool(name)
+            if retired is not None:
+                raise Refused(retired)
+            raise UnknownTool(name)
+        refusal = tool.refusal or (narrow.refusal(tool.entry, tool.builtin) if narrow is not None else None)
+        if refusal is not None:
+            raise Refused(f"Tool {name!r} is not available on this server: {refusal}.")
+        kept = arguments
+        if profile.drop_arguments and not set(arguments).isdisjoint(profile.drop_arguments):
+            declared = (tool.entry.get("inputSchema") or {}).get("properties") or {}
+            kept = {k: v for k, v in arguments.items() if k not in profile.drop_arguments or k in declared}
+        problem = tool.argument_errors(kept)
+        if problem is not None:
+            raise Refused(problem)
+        return Prepared(catalog, tool, kept)
+
+    def call_tool(self, name: str, arguments: dict[str, Any], options: CallOptions) -> dict[str, Any] | None:
+        """Run one tool and return its ``CallToolResult`` (``None`` once cancelled): its result, or a
+        continuation when it outlives ``options.deadline``.
+
+        ``options.gate`` may stop the call before the gateway hears of it by returning the answer
+        to give instead (e.g. the user declined). Raises :class:`UnknownTool` and
+        :class:`KeyRejected`; every other failure is an ``isError`` result.
+        """
+        try:
+            catalog, tool, arguments = self.prepare(name, arguments, options.profile, options.narrow)
+        except Refused as refused:
+            return refused.result
+        stop = options.gate(tool, arguments) if options.gate is not None else None
+        if stop is not None:
+            return stop
+        try:
+            with self.limits.call(self.digest):
+                return ToolCall(self, catalog, tool, arguments, options).answer()
+        except LimitReached as exc:
+            metrics.ERRORS.labels("tenant_limit").inc()
+            return results.error_result(exc.message)
