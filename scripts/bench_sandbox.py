@@ -67,3 +67,9 @@ def add_big_manifest(sandbox: Sandbox) -> None:
                             "description": f"Benchmark action number {i}. " * 20, "kind": "tool",
                             "sideEffects": [], "latencyClass": "fast", "stability": "stable",
                             "inputSchema": {"type": "object", "properties": properties}})
+
+
+if __name__ == "__main__":  # a module of the benches, not a command: running it says what it is
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).print_help()
