@@ -13,8 +13,9 @@ The house's own words, as the code uses them:
   the worker's budget and the key's fair share (:mod:`.transports.http.admission`).
 - **held**: said of a request that keeps its place for as long as its client likes (a listen, a
   notification stream, ``tasks/result``), as opposed to one that ends with its work.
-- **lease**: what a request holds while it is served (its tenant, its place), given back when its
-  answer is complete, on whichever thread finishes it (a ``contextlib.ExitStack``).
+- **lease**: what a request holds while it is served (its tenant, its place), given back once, when
+  its handler and whatever still serves its answer (a stream, its thread) have let go
+  (:mod:`.transports.http.lease`).
 - **instance**: the processes that share one runtime directory (gunicorn's workers); what they must
   agree on is in the instance store (:mod:`.store`).
 """

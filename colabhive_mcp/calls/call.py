@@ -16,6 +16,7 @@ Each call is logged (``mcp.tool.invoked``) and counted once.
 from __future__ import annotations
 
 import contextvars
+import enum
 import threading
 import time
 from dataclasses import dataclass
@@ -38,6 +39,30 @@ from .detached import DetachedCalls, call_key
 from .polling import Backoff, Outcome, Update, cancel_upstream, follow, run
 
 RUNNING_SLACK_S = 60.0  # a polling call's note outlives its longest wait by this much
+
+
+class Standing(enum.Enum):
+    """What the instance knows of a call, which decides what the call's end writes to it."""
+
+    UNKNOWN = "unknown"  # nothing: answered at once, or not yet polling (its end forgets nothing)
+    RETRYING = "retrying"  # a retry of an invoke that got no answer: the instance holds its idempotency key
+    POLLING = "polling"  # the invoke left the work running: the instance notes it, for a retry racing the host
+    ATTACHED = "attached"  # following the work an earlier, cut-off call of the same key left running
+    FOLLOWING = "following"  # the continuation tool, following work the instance keeps
+
+    @property
+    def recorded(self) -> bool:
+        """The instance knows of the call: its end forgets it there."""
+        return self is not Standing.UNKNOWN
+
+
+MOVES = {  # how a call's standing may change as it starts and waits (it never goes back)
+    Standing.UNKNOWN: {Standing.RETRYING, Standing.POLLING, Standing.ATTACHED, Standing.FOLLOWING},
+    Standing.RETRYING: {Standing.POLLING},
+    Standing.POLLING: set(),
+    Standing.ATTACHED: set(),
+    Standing.FOLLOWING: set(),
+}
 
 
 class Owner(Protocol):
@@ -79,12 +104,12 @@ class ToolCall:
         self.tenant, self.catalog, self.tool, self.arguments = tenant, catalog, tool, arguments
         self.options, self.profile, self.cancelled = options, options.profile, options.cancelled
         self.heartbeat = options.heartbeat or tenant.config.progress_heartbeat
+        self.started = time.perf_counter()
+        self.standing = Standing.UNKNOWN  # changes only by :meth:`_become`, as MOVES allows
+        # set as the call starts, then read only:
         self.target = tool  # the tool whose result this is (for the continuation tool: the original one)
         self.key: str | None = None  # the call's identity, when the work may be kept for a retry
-        self.attached = False  # following work an earlier, cut-off call started
-        self.recorded = False  # the instance knows of this call (it polled, or attached): forget it at the end
         self.idempotency_key: str | None = None  # its invoke's (a retry of an unanswered one sends it again)
-        self.started = time.perf_counter()
 
     def answer(self) -> dict[str, Any] | None:
         """The ``CallToolResult`` (``None`` once cancelled). Raises :class:`KeyRejected`, and whatever
@@ -97,7 +122,8 @@ class ToolCall:
         try:
             outcome = self._follow_up() if self.tool.builtin else self._start()
             fields.update(status=outcome.state, polls=outcome.polls, invocation_id=outcome.invocation_id,
-                          mode="attached" if self.attached else "sync" if outcome.polls == 0 else "polled")
+                          mode="attached" if self.standing is Standing.ATTACHED
+                          else "sync" if outcome.polls == 0 else "polled")
             if outcome.state == "done" and outcome.invocation is not None:
                 fields["status"] = outcome.invocation.status
             result = self._settle(outcome)
@@ -127,10 +153,11 @@ class ToolCall:
         if kept is not None:
             invocation = self._fetch(kept)
             if invocation is not None:
-                self.attached = self.recorded = True
+                self._become(Standing.ATTACHED)
                 return self._follow(invocation, max_wait)
         unanswered = self.tenant.calls.idempotency_key(self.key)
-        self.recorded = unanswered is not None  # (the instance knows of it: forgotten as the call ends)
+        if unanswered is not None:
+            self._become(Standing.RETRYING)
         self.idempotency_key = unanswered or new_idempotency_key()
         return run(self.tenant.gateway, self.tool.slug, self.arguments, sync_timeout_s=self.tenant.config.sync_timeout,
                    started=self._polling, cancelled=self.cancelled, on_update=self.options.on_update,
@@ -143,7 +170,8 @@ class ToolCall:
         invocation, _ = self.tenant.gateway.get_invocation(invocation_id)
         self.target = self.catalog.by_slug.get(invocation.slug or "", self.tool)
         self.key = self.tenant.calls.follow_up(self.tenant.binding, invocation_id)
-        self.recorded = self.key is not None
+        if self.key is not None:
+            self._become(Standing.FOLLOWING)
         wanted = self.arguments.get("wait_s")
         max_wait = self._max_wait(self.tenant.config.poll_max_wait if wanted is None else wanted)
         return self._follow(invocation, max_wait)
@@ -165,9 +193,14 @@ class ToolCall:
     def _polling(self, invocation: Invocation) -> None:
         """The invoke left the work running: a retry arriving now may be this call's host retrying."""
         assert self.key is not None
-        self.recorded = True
+        self._become(Standing.POLLING)
         self.tenant.calls.running(self.key, invocation.id,
                                   self.tenant.max_wait(self.tool.entry) + RUNNING_SLACK_S)
+
+    def _become(self, standing: Standing) -> None:
+        if standing not in MOVES[self.standing]:
+            raise RuntimeError(f"a call cannot go from {self.standing.value} to {standing.value}")
+        self.standing = standing
 
     def _max_wait(self, wanted: float) -> float:
         deadline = self.options.deadline
@@ -206,7 +239,7 @@ class ToolCall:
 
     def _forget(self, invocation_id: str | None) -> None:
         """The call ended for good: the instance forgets it (a call answered at once it never knew)."""
-        if self.recorded:
+        if self.standing.recorded:
             self.tenant.calls.finish(self.key, invocation_id)
 
     def _keep(self, invocation_id: str | None) -> None:

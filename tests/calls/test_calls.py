@@ -1,6 +1,7 @@
 """One tool call from start to answer: an unexpected failure is itself and recorded; a kept call
 belongs to the key that made it."""
 
+import re
 import sys
 import threading
 
@@ -119,3 +120,63 @@ def test_another_key_naming_a_kept_invocation_leaves_it_to_its_key(config, sandb
     finally:
         a.close()
         b.close()
+
+
+def test_a_calls_standing_moves_only_forward():
+    """The table of moves: from knowing nothing, once, to one of the ways the instance knows of a
+    call; a retried invoke may then poll; nothing goes back."""
+    Standing = call.Standing
+    assert call.MOVES[Standing.UNKNOWN] == set(Standing) - {Standing.UNKNOWN}
+    assert call.MOVES[Standing.RETRYING] == {Standing.POLLING}
+    assert all(not call.MOVES[s] for s in (Standing.POLLING, Standing.ATTACHED, Standing.FOLLOWING))
+    assert [s for s in Standing if not s.recorded] == [Standing.UNKNOWN]
+
+
+@pytest.fixture
+def standings(monkeypatch):
+    """Every change of standing of the calls made meanwhile, as (tool, from, to)."""
+    seen, become = [], call.ToolCall._become
+
+    def recorded(self, standing):
+        seen.append((self.tool.name, self.standing.value, standing.value))
+        become(self, standing)
+
+    monkeypatch.setattr(call.ToolCall, "_become", recorded)
+    return seen
+
+
+def test_each_way_a_call_goes_moves_its_standing_as_the_table_says(tenant, standings):
+    cut_off = CallOptions("2025-11-25", threading.Event(), deadline=0.5)  # a host that waits half a second
+    assert tenant.call_tool("echo", {"text": "a"}, CallOptions("2025-11-25", threading.Event()))["content"]
+    assert standings == []  # answered at once: the instance never knew of it
+
+    pending = tenant.call_tool("batch-report", {"seconds": 3}, cut_off)
+    assert standings == [("batch-report", "unknown", "polling")]
+    invocation_id = re.search(r"invocation (inv_\w+)", pending["content"][0]["text"]).group(1)  # as it says
+    retried = tenant.call_tool("batch-report", {"seconds": 3}, cut_off)  # the host's retry: the same work
+    assert standings[1:] == [("batch-report", "unknown", "attached")]
+    assert invocation_id in retried["content"][0]["text"]
+    tenant.call_tool("colabhive__wait_for_result", {"invocation_id": invocation_id, "wait_s": 10},
+                     CallOptions("2025-11-25", threading.Event()))
+    assert standings[2:] == [("colabhive__wait_for_result", "unknown", "following")]
+
+
+def test_a_move_the_table_does_not_allow_is_refused(tenant):
+    made = call.ToolCall(tenant, tenant.catalog(), tenant.catalog().by_name["echo"], {"text": "a"},
+                         CallOptions("2025-11-25", threading.Event()))
+    made._become(call.Standing.POLLING)
+    with pytest.raises(RuntimeError, match="from polling to attached"):
+        made._become(call.Standing.ATTACHED)
+
+
+def test_a_retried_unanswered_invoke_is_known_then_polls(tenant, sandbox, standings):
+    """The invoke made its work but its answer was lost: the instance holds its idempotency key, so the
+    same call again is a retry of it (standing ``retrying``), which then polls that work."""
+    cut_off = CallOptions("2025-11-25", threading.Event(), deadline=0.5)
+    sandbox.faults.add(route="invoke", kind="reset", after=True, slug="batch-report", count=1 + tenant.config.retries)
+    lost = tenant.call_tool("batch-report", {"seconds": 20}, cut_off)
+    assert "without running it twice" in lost["content"][0]["text"] and standings == []
+    tenant.call_tool("batch-report", {"seconds": 20}, cut_off)
+    assert standings == [("batch-report", "unknown", "retrying"), ("batch-report", "retrying", "polling")]
+    invokes = [e for e in sandbox.journal_entries() if e["route"] == "invoke"]
+    assert len({e["idempotency_key"] for e in invokes}) == 1 and len(invokes) == 2 + tenant.config.retries

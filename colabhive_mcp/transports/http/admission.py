@@ -25,6 +25,7 @@ from ...errors import BUSY_RETRY_S
 from ...keys import ApiKey
 from ...settings.config import Config
 from ...tenants.limits import LimitReached, Limits, site_of
+from .lease import Lease
 
 
 def long_request_places(config: Config) -> int:
@@ -48,17 +49,17 @@ class Admission:
         self.used = 0  # places taken
         self._lock = threading.Lock()
 
-    def admit(self, lease: contextlib.ExitStack, key: ApiKey, *, held: bool) -> None:
+    def admit(self, lease: Lease, key: ApiKey, *, held: bool) -> None:
         """One of the key's stream places (``held``), then a long-request place of this worker, for as
         long as ``lease`` is held; raises :class:`LimitReached` (429 or 503) when none is free. The key's
         limit comes first, so a greedy key is refused without taking the worker's places meanwhile."""
         if held:
             try:
-                lease.enter_context(self.limits.held(key.digest))
+                lease.take(self.limits.held(key.digest))
             except LimitReached:
                 metrics.ERRORS.labels("tenant_limit").inc()
                 raise
-        lease.enter_context(self.by_key(key.digest))
+        lease.take(self.by_key(key.digest))
 
     def by_key(self, digest: str) -> contextlib.AbstractContextManager[None]:
         """A place held by the key with this digest (a call, a stream, or a wait for the gateway's word on

@@ -8,7 +8,6 @@ with a bounded backlog: past it, a POST is answered 429 at once.
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import socket
 import threading
@@ -20,11 +19,13 @@ from werkzeug.wrappers import Response
 
 from ... import tracing
 from ...errors import ColabHiveError
+from ...keys import ApiKey
 from ...logs import log
 from ...protocol import Server, Session, jsonrpc
 from ...protocol.jsonrpc import JsonRpcError
 from .admission import Admission
 from .incoming import HttpRequest
+from .lease import Lease
 from .sessions import SessionCodec
 from .sse import Streams, stream
 from .tenancy import Tenancy
@@ -59,9 +60,11 @@ class LegacySse:
         key = self.tenancy.key(request)
         address = client_address(request)
         self.tenancy.check(key, address)  # a stream opens only for a key the gateway accepts
-        with contextlib.ExitStack() as opening:
-            self.admission.admit(opening, key, held=True)
-            lease = opening.pop_all()  # given back when the stream ends
+        with Lease() as lease:  # a place, held by the stream until it ends
+            self.admission.admit(lease, key, held=True)
+            return self._stream(key, lease)
+
+    def _stream(self, key: ApiKey, lease: Lease) -> Answer:
         opened = _Stream(self.sessions.new_session("sse"), key.binding)
         with self._lock:
             self._open[opened.session.id] = opened

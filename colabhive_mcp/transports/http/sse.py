@@ -10,12 +10,11 @@ server ended it; a dropped connection would say nothing).
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import socket
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator, Iterator
 
 from werkzeug.wrappers import Response
 
@@ -26,6 +25,7 @@ from ...protocol import Session
 from ...settings.config import Config
 from .events import EventStore, StreamLog
 from .hangups import peer_closed
+from .lease import Lease, Share
 from .wire import SSE, SSE_HEADERS, Answer, socket_of, sse_event
 
 DISCONNECT_CHECK_S = 0.5
@@ -41,10 +41,11 @@ class Streams:
         self.config = config
         self.events = events
 
-    def answer(self, run: Run, resumable_for: Session | None = None, max_age: float | None = None,
+    def answer(self, run: Run, lease: Lease, resumable_for: Session | None = None, max_age: float | None = None,
                plain: Callable[[Any], Answer] | None = None) -> Answer:
-        """Run the request on its own thread (``run(notify, cancelled)`` returns its answer) and
-        stream its notifications, then its answer (or end after ``max_age`` seconds, cancelling it).
+        """Run the request on its own thread, which holds ``lease`` until the request is done
+        (``run(notify, cancelled)`` returns its answer), and stream its notifications, then its
+        answer (or end after ``max_age`` seconds, cancelling it).
 
         A request answered within ``FIRST_WORD_S`` before it said anything else (one refused at
         once, say) gets ``plain(answer)`` instead: a JSON answer, whose status can still say what
@@ -62,15 +63,15 @@ class Streams:
             finally:
                 stream_log.finish(answer)
 
-        threading.Thread(target=work, name="mcp-stream", daemon=True).start()
+        lease.run_on_thread(work, "mcp-stream")
         if plain is not None and not resumable:
             messages, done = stream_log.after(0, FIRST_WORD_S)
             if done and len(messages) <= 1:
                 return plain(messages[0] if messages else None)
         return stream(lambda sock: self.relay(stream_log, 0, sock, cancelled, resumable, prime=resumable, max_age=max_age))
 
-    def resume(self, last_event_id: str, session: Session, lease: contextlib.ExitStack) -> Response | None:
-        """A stream picked up where ``last_event_id`` left it (``lease`` is let go when it ends);
+    def resume(self, last_event_id: str, session: Session, lease: Lease) -> Response | None:
+        """A stream picked up where ``last_event_id`` left it (holding ``lease`` until it ends);
         ``None`` when it is gone."""
         found = self.events.find(last_event_id, session.id) if self.events is not None else None
         if found is None:
@@ -138,33 +139,50 @@ class Streams:
                     yield b": keep-alive\n\n"
 
 
-def stream(generate: Callable[[socket.socket | None], Iterator[bytes]],
-           lease: contextlib.ExitStack | None = None) -> Response:
-    """An SSE response whose bytes ``generate(client socket)`` makes; ``lease`` is let go when it ends."""
-    return _StreamResponse(generate, lease or contextlib.ExitStack(), mimetype=SSE, headers=SSE_HEADERS)
+def stream(generate: Callable[[socket.socket | None], Iterator[bytes]], lease: Lease | None = None) -> Response:
+    """An SSE response whose bytes ``generate(client socket)`` makes; it holds a share of ``lease`` until
+    the server closes it (sent to the end, or its client gone)."""
+    return _StreamResponse(generate, lease.share() if lease is not None else None, mimetype=SSE, headers=SSE_HEADERS)
 
 
 class _StreamResponse(Response):
     """A streamed response whose generator gets the client's socket (to notice it leaving)."""
 
-    def __init__(self, generate: Callable[[socket.socket | None], Iterator[bytes]], lease: contextlib.ExitStack,
+    def __init__(self, generate: Callable[[socket.socket | None], Iterator[bytes]], share: Share | None,
                  **kwargs: Any) -> None:
         super().__init__(None, **kwargs)
         self._generate = generate
-        self._lease = lease
+        self._share = share
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         sock = socket_of(environ)
-        self.response = _guarded(self._generate(sock), self._lease)
+        self.response = _Closing(_guarded(self._generate(sock)), self._share)
         self.direct_passthrough = True
         return super().__call__(environ, start_response)
 
 
-def _guarded(chunks: Iterator[bytes], lease: contextlib.ExitStack) -> Iterator[bytes]:
-    """A stream that ends (logged once, scrubbed) instead of raising into the server mid-response."""
-    with lease:
+class _Closing:
+    """The body of a streamed response: when the server closes it (whether or not it was read), its
+    generator is closed and its share of the lease let go."""
+
+    def __init__(self, chunks: Generator[bytes, None, None], share: Share | None) -> None:
+        self._chunks, self._share = chunks, share
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._chunks
+
+    def close(self) -> None:
         try:
-            yield from chunks
-        except Exception:
-            metrics.ERRORS.labels("internal").inc()
-            log.exception("http.stream_failed")
+            self._chunks.close()
+        finally:
+            if self._share is not None:
+                self._share.let_go()
+
+
+def _guarded(chunks: Iterator[bytes]) -> Generator[bytes, None, None]:
+    """A stream that ends (logged once, scrubbed) instead of raising into the server mid-response."""
+    try:
+        yield from chunks
+    except Exception:
+        metrics.ERRORS.labels("internal").inc()
+        log.exception("http.stream_failed")

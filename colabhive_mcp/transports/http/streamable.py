@@ -11,13 +11,12 @@ any worker serving them knows it.
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import random
 import socket
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 from werkzeug.wrappers import Response
 
@@ -34,6 +33,7 @@ from ...tenants.tenant import Tenant
 from .admission import Admission
 from .hangups import HangupWatch
 from .incoming import HttpRequest
+from .lease import Lease
 from .relay import CancelRelay
 from .sessions import SessionCodec
 from .sse import DISCONNECT_CHECK_S, Streams, stream
@@ -42,17 +42,38 @@ from .wire import (JSON, MODERN_STATUS_BY_CODE, SSE, STATUS_BY_CODE, Answer, Htt
                    failed, header_mismatch, json_response, not_allowed, read_post, status_of)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Caller:
-    """Who sent a POST: the key, its tenant, the hold on that tenant (released when the request is
-    answered; an SSE answer takes the hold over with ``lease.pop_all()``), and the legacy session it
-    names, when that is a live one. What a legacy session sends that needs no word from the gateway
-    (a plan's ``light``) comes with its session and no tenant."""
+    """Who sent a POST: the key, its tenant, what the request holds while it is served (the tenant, a
+    place: :class:`~.lease.Lease`), and the legacy session it names, when that is a live one. What a
+    legacy session sends that needs no word from the gateway (a plan's ``light``) comes with its
+    session and no tenant."""
 
     key: ApiKey
     tenant: Tenant | None
-    lease: contextlib.ExitStack
+    lease: Lease
     session: Session | None = None
+
+
+class Exchange(NamedTuple):
+    """One POSTed request on its way to its answer: the POST as read, its frame and plan, who sent it,
+    and the session it is served in."""
+
+    post: Post
+    frame: Single
+    plan: Plan
+    caller: Caller
+    session: Session
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How one answer goes out."""
+
+    statuses: dict[int, int]  # the HTTP status of each JSON-RPC error code, in the request's era
+    streamed: bool  # as SSE; else one JSON body
+    resumable: bool = False  # its events kept for a GET with Last-Event-ID (2025-11-25 sessions, where offered)
+    json_at_once: bool = False  # a stream that has only its answer within a moment goes as JSON (the client takes it)
 
 
 SESSIONS = "session"  # session id -> {"ended": true} or {"log_level": ...}
@@ -76,14 +97,13 @@ class Streamable:
                 raise post.frame
         session = self._session_of(post, post.frame)
         plan = self.core.plan(post.frame, session)
-        with contextlib.ExitStack() as lease:  # the key is checked first: a rejected one is a 401 here
+        with Lease() as lease:  # the key is checked first: a rejected one is a 401 here
             if plan.light and session is not None:  # a live session of this key: no need to ask the gateway again
                 self.tenancy.not_refused(post.key)
                 caller = Caller(post.key, None, lease, session)
             else:
-                caller = Caller(post.key, lease.enter_context(self.tenancy.tenant(post.key, post.address)), lease,
-                                session)
-            if plan.long:  # a place for as long as the answer takes (an SSE answer takes the lease along)
+                caller = Caller(post.key, lease.take(self.tenancy.tenant(post.key, post.address)), lease, session)
+            if plan.long:  # a place for as long as the answer takes (a streamed answer holds the lease too)
                 self.admission.admit(lease, post.key, held=plan.held)
             try:
                 if isinstance(post.frame, BatchFrame):  # a batch is never modern (plan.modern is False)
@@ -109,13 +129,12 @@ class Streamable:
         if plan.listens and SSE not in post.wanted:
             raise HttpError(406, jsonrpc.INVALID_REQUEST, f"subscriptions/listen answers with {SSE}: Accept it")
         session = Session(id=f"modern:{random.getrandbits(64):016x}", transport="streamable-http")  # this process's own
-        return self._answer(post, frame, plan, caller, session, MODERN_STATUS_BY_CODE,
-                            stream=_streamed(plan, post.wanted), takes_json=JSON in post.wanted)
+        return self._answer(Exchange(post, frame, plan, caller, session), _delivery(plan, post.wanted, modern=True))
 
     def _legacy(self, post: Post, frame: Single, plan: Plan, caller: Caller) -> Answer:
         if plan.opens:
             session = self.sessions.new_session()
-            response = self._answer(post, frame, plan, caller, session, STATUS_BY_CODE, stream=JSON not in post.wanted)
+            response = self._answer(Exchange(post, frame, plan, caller, session), _delivery(plan, post.wanted))
             if session.version is not None:
                 response.headers["Mcp-Session-Id"] = self.sessions.issue(session, caller.key)
                 log.bind(session=session.id, tenant=caller.key.log_id, transport="streamable-http"
@@ -128,9 +147,8 @@ class Streamable:
                 self.relay.publish(caller.key.log_id, session.id, *plan.cancels)  # the call may run in another worker
             return Response(status=202) if answer is None else json_response(answer, status_of(answer, STATUS_BY_CODE))
         resumable = self.streams.events is not None and plan.resumable
-        stream = _streamed(plan, post.wanted) or (SSE in post.wanted and plan.calls and (resumable or plan.asks))
-        return self._answer(post, frame, plan, caller, session, STATUS_BY_CODE, stream=stream,
-                            resumable=resumable, takes_json=JSON in post.wanted)
+        return self._answer(Exchange(post, frame, plan, caller, session),
+                            _delivery(plan, post.wanted, resumable=resumable))
 
     def _batch(self, post: Post, batch: BatchFrame, caller: Caller) -> Answer:
         """A legacy batch (its session's revision decides whether it may be one); never a 2026 one."""
@@ -151,29 +169,27 @@ class Streamable:
         if session.log_level and session.transport == "streamable-http":
             self.store.put(SESSIONS, session.id, {"log_level": session.log_level}, self.config.session_max_age)
 
-    def _answer(self, post: Post, frame: Single, plan: Plan, caller: Caller, session: Session,
-                statuses: dict[int, int], *, stream: bool, resumable: bool = False, takes_json: bool = False) -> Answer:
-        """Serve one request as a JSON body, or as an SSE stream when it will send notifications (a
-        stream refused at once is a JSON body too, for a client that ``takes_json``)."""
-        held = caller.lease.pop_all()  # the tenant stays held until the answer is complete, on whichever thread
+    def _answer(self, exchange: Exchange, delivery: Delivery) -> Answer:
+        """Serve one request as its delivery says: a JSON body, or an SSE stream (one refused at once
+        is a JSON body too, where the client takes JSON)."""
+        post, frame, plan, caller, session = exchange
 
         def run(notify: Callable[[dict[str, Any]], None], cancelled: Cancellation) -> Any:
-            with held:
-                try:
-                    return self.core.handle(frame, tenant=caller.tenant, session=session, notify=notify,
-                                            cancelled=cancelled, narrow=post.narrow, trace=post.headers)
-                except Exception:
-                    return failed(frame)
+            try:
+                return self.core.handle(frame, tenant=caller.tenant, session=session, notify=notify,
+                                        cancelled=cancelled, narrow=post.narrow, trace=post.headers)
+            except Exception:
+                return failed(frame)
 
         def plain(answer: Any) -> Answer:
             if answer is None:
                 return Response(status=204)  # cancelled: the client is gone or asked us to stop
-            return json_response(answer, status_of(answer, statuses))
+            return json_response(answer, status_of(answer, delivery.statuses))
 
-        if stream:
+        if delivery.streamed:
             max_age = self.config.stream_max_age if plan.listens else None
-            return self.streams.answer(run, session if resumable else None, max_age=max_age,
-                                       plain=plain if takes_json else None)
+            return self.streams.answer(run, caller.lease, session if delivery.resumable else None, max_age=max_age,
+                                       plain=plain if delivery.json_at_once else None)
         with self.hangups.watching(post.sock if plan.calls else None) as hung_up:
             return plain(run(lambda _n: None, hung_up))
 
@@ -210,28 +226,18 @@ class Streamable:
         session = self.restore(request.headers.get("Mcp-Session-Id"), key)
         last_event_id = request.headers.get("Last-Event-ID")
         if last_event_id:
-            with contextlib.ExitStack() as opening:
-                self.admission.admit(opening, key, held=False)  # the rest of an answer, as long as it takes
-                lease = opening.pop_all()
-            resumed = self.streams.resume(last_event_id, session, lease)  # the stream lets the place go
+            with Lease() as lease:
+                self.admission.admit(lease, key, held=False)  # the rest of an answer, as long as it takes
+                resumed = self.streams.resume(last_event_id, session, lease)  # the stream holds the place
             if resumed is not None:
                 return resumed
-            lease.close()  # replaying is a MAY, and a 404 would end the session: the plain stream instead
-            log.bind(session=session.id).info("http.resume.unknown_event")
-        return self._changes(key, client_address(request))
+            log.bind(session=session.id).info("http.resume.unknown_event")  # replaying is a MAY, and a 404
+        return self._changes(key, client_address(request))  # would end the session: the plain stream instead
 
     def _changes(self, key: ApiKey, address: str) -> Answer:
         """The stream that tells a session its tool list changed (for a key the gateway accepts)."""
         outbox: queue.Queue = queue.Queue()
         stop = threading.Event()
-        with contextlib.ExitStack() as opening:
-            tenant = opening.enter_context(self.tenancy.tenant(key, address))
-            self.admission.admit(opening, key, held=True)
-            lease = opening.pop_all()  # held by the watch thread from here on
-
-        def watch() -> None:
-            with lease:
-                tenant.watch(stop, lambda: outbox.put(jsonrpc.notification("notifications/tools/list_changed")))
 
         def generate(sock: socket.socket | None) -> Iterator[bytes]:
             try:
@@ -239,7 +245,11 @@ class Streamable:
             finally:
                 stop.set()
 
-        threading.Thread(target=watch, name="mcp-get-stream", daemon=True).start()
+        with Lease() as lease:
+            tenant = lease.take(self.tenancy.tenant(key, address))
+            self.admission.admit(lease, key, held=True)
+            changed = lambda: outbox.put(jsonrpc.notification("notifications/tools/list_changed"))  # noqa: E731
+            lease.run_on_thread(lambda: tenant.watch(stop, changed), "mcp-get-stream")  # held while it watches
         return stream(generate)
 
     def delete(self, request: HttpRequest) -> Answer:
@@ -266,6 +276,12 @@ def _check_legacy_version(version: str | None) -> None:
     raise HttpError(400, refused.code, refused.message, data=refused.data)
 
 
-def _streamed(plan: Plan, wanted: set[str]) -> bool:
-    """SSE when the client takes only SSE, for a listen, or when notifications come before the answer."""
-    return JSON not in wanted or plan.listens or (SSE in wanted and plan.notifies)
+def _delivery(plan: Plan, wanted: set[str], *, modern: bool = False, resumable: bool = False) -> Delivery:
+    """How a planned request's answer goes out, given what its client accepts (``wanted``): SSE when
+    the client takes only SSE, for a listen, or when notifications come before the answer; for a
+    legacy call that may outlive its connection (``resumable``) or ask the client something, SSE
+    whenever the client takes it."""
+    streamed = JSON not in wanted or plan.listens or (SSE in wanted and plan.notifies)
+    if not modern and SSE in wanted and plan.calls and (resumable or plan.asks):
+        streamed = True
+    return Delivery(MODERN_STATUS_BY_CODE if modern else STATUS_BY_CODE, streamed, resumable, JSON in wanted)
