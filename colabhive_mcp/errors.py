@@ -11,7 +11,7 @@
     ├── UnknownTool     no tool of that name for this key (tenants/tenant.py)           -32602
     ├── Refused         a call refused before the gateway heard of it (tenants/tenant.py) an isError result
     └── JsonRpcError    a protocol error with its own code (here; spoken by protocol/jsonrpc.py)
-        └── HttpError   an answer decided at the HTTP edge, with its status (transports/http/wire.py)
+        └── HttpError   an answer decided at the HTTP edge, with its status (transports/http/outgoing.py)
 
 Code that raises one says what happened; each transport maps the tree to the wire in one place
 (:func:`colabhive_mcp.protocol.jsonrpc.as_error` for JSON-RPC, the HTTP edge for statuses and

@@ -28,7 +28,7 @@ SITE_SHARE = 4  # an IPv6 /48 (a site: 65,536 /64s) may send this many times an 
 
 
 def site_of(address: str) -> str | None:
-    """The IPv6 /48 of a client's /64 (as :func:`colabhive_mcp.transports.http.wire.client_address`
+    """The IPv6 /48 of a client's /64 (as :func:`colabhive_mcp.transports.http.incoming.client_address`
     names it); ``None`` for an IPv4 address or anything else."""
     try:
         network = ipaddress.ip_network(address, strict=False)
@@ -95,7 +95,7 @@ class Limits:
     @contextlib.contextmanager
     def new_key(self, address: str) -> Iterator[None]:
         """The gateway's check of a key the instance does not know, sent from ``address`` (see
-        :func:`colabhive_mcp.transports.http.wire.client_address`); raises :class:`LimitReached`.
+        :func:`colabhive_mcp.transports.http.incoming.client_address`); raises :class:`LimitReached`.
 
         Only keys the gateway rejects count against their address (``rejected_keys_per_minute``, 429
         past it), so made-up keys lock out nobody but their sender, and any number of real keys from

@@ -29,17 +29,16 @@ from ...settings.config import Config, ConfigError
 from ...settings.sources import load
 from ...store.sqlite import open_store
 from .events import EventStore
-from .incoming import HttpRequest
+from .incoming import HttpRequest, bind_host, hostname, local_and_direct, request_id_of
 from .legacy_sse import LegacySse
 from .oauth_routes import OAuthRoutes
 from .operations import SERVER_CARD_PATH, Operations
+from .outgoing import Answer, HttpError, failed, http_answer, json_response, not_allowed
 from .relay import RELAY_DIR, CancelRelay
 from .sessions import SessionCodec
 from .sse import Streams
 from .streamable import Streamable
 from .tenancy import Tenancy
-from .wire import (Answer, HttpError, bind_host, failed, hostname, http_answer, json_response, local_and_direct,
-                   not_allowed, request_id_of)
 
 EARLY_IMPORTS = ("requests", "jsonschema")  # what a tenant's first requests need (stdio imports them then)
 
@@ -91,7 +90,7 @@ class McpApp:
                 raise HttpError(403, jsonrpc.INVALID_REQUEST, "This server serves its one configured key to callers "
                                 "on its own machine, directly: not from elsewhere, not through a proxy")
             response = self._route(request)
-        except ColabHiveError as exc:  # what it means to the client, said once (errors.py, wire.http_answer)
+        except ColabHiveError as exc:  # what it means to the client, said once (errors.py, outgoing.http_answer)
             metrics.ERRORS.labels(f"http_{exc.http_status}").inc()
             # a request refused for its Host or Origin gets an error with no id (the transport's pages say so)
             response = http_answer(exc, request_id_of(request) if admitted else None)

@@ -17,19 +17,18 @@ from typing import Any, Iterator
 
 from werkzeug.wrappers import Response
 
-from ... import tracing
 from ...errors import ColabHiveError
 from ...keys import ApiKey
 from ...logs import log
 from ...protocol import Server, Session, jsonrpc
 from ...protocol.jsonrpc import JsonRpcError
 from .admission import Admission
-from .incoming import HttpRequest
+from .incoming import HttpRequest, read_session_message, read_session_request
 from .lease import Lease
+from .outgoing import Answer, HttpError, failed, json_response
 from .sessions import SessionCodec
 from .sse import Streams, stream
 from .tenancy import Tenancy
-from .wire import Answer, HttpError, client_address, failed, json_response, request_frame
 
 MESSAGE_THREADS = 4  # a session's messages served at once
 MESSAGE_BACKLOG = 16  # a session's messages accepted and not yet answered
@@ -57,12 +56,11 @@ class LegacySse:
 
     def open(self, request: HttpRequest) -> Answer:
         """The session's stream: an ``endpoint`` event, then every answer of the session."""
-        key = self.tenancy.key(request)
-        address = client_address(request)
-        self.tenancy.check(key, address)  # a stream opens only for a key the gateway accepts
+        opening = read_session_request(request, self.tenancy.key)
+        self.tenancy.check(opening.key, opening.address)  # a stream opens only for a key the gateway accepts
         with Lease() as lease:  # a place, held by the stream until it ends
-            self.admission.admit(lease, key, held=True)
-            return self._stream(key, lease)
+            self.admission.admit(lease, opening.key, held=True)
+            return self._stream(opening.key, lease)
 
     def _stream(self, key: ApiKey, lease: Lease) -> Answer:
         opened = _Stream(self.sessions.new_session("sse"), key.binding)
@@ -86,19 +84,15 @@ class LegacySse:
     def message(self, request: HttpRequest) -> Answer:
         """One message of a session: accepted at once, served on one of the session's threads, answered
         on the stream; 429 when the session already has :data:`MESSAGE_BACKLOG` waiting."""
-        key, address = self.tenancy.key(request), client_address(request)
-        session_id = request.args.get("session_id", "")
-        if not session_id:
-            raise HttpError(400, jsonrpc.INVALID_REQUEST, "Missing session_id")
+        message = read_session_message(request, self.tenancy.key)
+        key, frame = message.key, message.frame
         with self._lock:
-            opened = self._open.get(session_id)
+            opened = self._open.get(message.session_id)
         if opened is None or opened.binding != key.binding:
             raise HttpError(404, jsonrpc.INVALID_REQUEST, "Unknown session (it may live on another worker: this "
                             "transport needs one, serve --http-workers 1, or sticky routing by session_id)")
-        try:
-            frame = request_frame(request)
-        except JsonRpcError as exc:
-            return json_response(jsonrpc.error(None, exc), 400)
+        if isinstance(frame, JsonRpcError):
+            return json_response(jsonrpc.error(None, frame), 400)
         if self.core.plan(frame, opened.session).light:  # a ping, a notification, an answer to us: served now,
             self.tenancy.not_refused(key)  # asking the gateway nothing, never queued behind the session's calls
             self._answer(opened, self.core.serve(frame, tenant=None, session=opened.session, notify=opened.outbox.put))
@@ -108,13 +102,11 @@ class LegacySse:
             raise HttpError(429, jsonrpc.INVALID_REQUEST, f"This session already has {MESSAGE_BACKLOG} messages "
                             "waiting for their answers: send more once some are answered", {"Retry-After": "1"})
 
-        trace = tracing.carried(request.headers)  # read now: the work runs after this request is answered
-
         def work() -> None:
             try:
-                with self.tenancy.tenant(key, address) as tenant:
+                with self.tenancy.tenant(key, message.address) as tenant:
                     answer = self.core.serve(frame, tenant=tenant, session=opened.session, notify=opened.outbox.put,
-                                             trace=trace)
+                                             trace=message.trace)
             except ColabHiveError as exc:  # the key was rejected meanwhile, or its limits are reached: said on the stream
                 answer = jsonrpc.errors_for(frame, jsonrpc.as_error(exc))  # each request of a batch too
             except Exception:

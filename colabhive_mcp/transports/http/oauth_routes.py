@@ -14,7 +14,6 @@ import json
 import math
 import time
 from typing import Any, Callable
-from urllib.parse import parse_qsl
 
 from werkzeug.wrappers import Response
 
@@ -33,9 +32,9 @@ from ...oauth.metadata import (AUTHORIZATION_SERVER_METADATA_PATH, AUTHORIZE_PAT
 from ...oauth.pages import Lifetimes, consent_page, error_page, security_headers
 from ...settings.config import Config
 from ...store.interface import per_minute_wait
-from .incoming import HttpRequest
+from .incoming import HttpRequest, OAuthRequest, read_oauth_request
+from .outgoing import JSON, Answer, not_allowed
 from .tenancy import Tenancy
-from .wire import JSON, Answer, body, client_address, not_allowed
 
 CONSENTS = "oauth-consent"  # store space: consent forms submitted per client address in the last minute
 TOKEN_REQUESTS = "oauth-token"  # store space: token requests per client address in the last minute
@@ -58,7 +57,7 @@ class OAuthRoutes:
         self.origin = urls.origin(self.endpoints.issuer)  # where the consent form may be posted from
         self.lifetimes = Lifetimes(config.oauth_access_token_ttl, config.oauth_refresh_token_ttl)
         resource_path = RESOURCE_METADATA_PATH + "/mcp"
-        self.public: dict[str, dict[str, Callable[[HttpRequest], Answer]]] = {
+        self.public: dict[str, dict[str, Callable[[OAuthRequest], Answer]]] = {
             RESOURCE_METADATA_PATH: {"GET": self.resource_metadata},
             resource_path: {"GET": self.resource_metadata},
             AUTHORIZATION_SERVER_METADATA_PATH: {"GET": self.server_metadata},
@@ -70,7 +69,7 @@ class OAuthRoutes:
         """The answer to an OAuth route, ``None`` for any other path."""
         if path == AUTHORIZE_PATH:
             page = {"GET": self.authorize, "POST": self.decide}.get(request.method)
-            return page(request) if page is not None else not_allowed("GET, POST")
+            return page(read_oauth_request(request)) if page is not None else not_allowed("GET, POST")
         handlers = self.public.get(path)
         if handlers is None:
             return None
@@ -79,7 +78,7 @@ class OAuthRoutes:
                                                  "Access-Control-Allow-Headers": "Content-Type, MCP-Protocol-Version",
                                                  "Access-Control-Max-Age": "600"})
         handler = handlers.get(request.method)
-        answer = handler(request) if handler is not None else not_allowed(", ".join(handlers))
+        answer = handler(read_oauth_request(request)) if handler is not None else not_allowed(", ".join(handlers))
         answer.headers.update(ANY_ORIGIN)
         return answer
 
@@ -89,18 +88,18 @@ class OAuthRoutes:
 
     # -- metadata ----------------------------------------------------------------------------------
 
-    def resource_metadata(self, request: HttpRequest) -> Answer:
+    def resource_metadata(self, request: OAuthRequest) -> Answer:
         return _json(self.endpoints.protected_resource(), 200, {"Cache-Control": "public, max-age=3600"})
 
-    def server_metadata(self, request: HttpRequest) -> Answer:
+    def server_metadata(self, request: OAuthRequest) -> Answer:
         return _json(self.endpoints.authorization_server(), 200, {"Cache-Control": "public, max-age=3600"})
 
     # -- the consent page -----------------------------------------------------------------------------
 
-    def authorize(self, request: HttpRequest) -> Answer:
+    def authorize(self, request: OAuthRequest) -> Answer:
         """``GET /authorize``: the consent page, or the reason there is none."""
         try:
-            wanted = self.consent.request(request.args, self._fetch_budget(client_address(request)))
+            wanted = self.consent.request(request.query, self._fetch_budget(request.address))
         except OAuthError as exc:
             refused(exc)
             return _refusal_page(exc)
@@ -110,20 +109,20 @@ class OAuthRoutes:
                               error_description=exc.error.description)
         return self._consent_page(wanted, 200)
 
-    def decide(self, request: HttpRequest) -> Answer:
+    def decide(self, request: OAuthRequest) -> Answer:
         """``POST /authorize``: the user's answer; a code only for a key the gateway accepts."""
-        origin = request.headers.get("Origin")  # (browsers send one with every POST; other clients need none)
+        origin = request.origin  # (browsers send one with every POST; other clients need none)
         if origin is not None and urls.origin(origin) != self.origin:  # scheme, host and port: the edge checked the host
             refused(OAuthError("foreign_origin", "a consent form posted from another origin"))
             return _refusal_page(OAuthError("invalid_request", "The consent form was posted from another origin.",
                                             403, plain="This form was sent from another website, so it is refused: "
                                                        "start connecting again from the application."))
-        address = client_address(request)
+        address = request.address
         limited = self._rate_limit(CONSENTS, address, self.config.oauth_consents_per_minute,
                                    "attempts from your address")
         if limited is not None:
             return _refusal_page(limited)
-        form = _form(request)
+        form = request.form
         try:
             wanted = self.consent.submitted(form.get("request"))
         except OAuthError as exc:
@@ -186,16 +185,16 @@ class OAuthRoutes:
 
     # -- token and registration ------------------------------------------------------------------
 
-    def token(self, request: HttpRequest) -> Answer:
+    def token(self, request: OAuthRequest) -> Answer:
         """``POST /token``: an authorization code or a refresh token for new tokens."""
-        address = client_address(request)
+        address = request.address
         limited = self._rate_limit(TOKEN_REQUESTS, address, self.config.oauth_token_requests_per_minute,
                                    "token requests from your address")
         if limited is not None:
             return _json_refusal(limited)
-        form = _form(request)
+        form = request.form
         try:
-            if request.mimetype != FORM:
+            if request.content_type != FORM:
                 raise OAuthError("invalid_request", f"The token request must be {FORM}.")
             grant_type = form.get("grant_type")
             if grant_type not in ("authorization_code", "refresh_token"):
@@ -232,11 +231,11 @@ class OAuthRoutes:
             raise _unavailable(exc) from None
         return self.grants.rotate(refreshing, proof)
 
-    def register(self, request: HttpRequest) -> Answer:
+    def register(self, request: OAuthRequest) -> Answer:
         """``POST /register`` (RFC 7591): the client's registration, sealed into its ``client_id``."""
         try:
             try:
-                metadata = json.loads(body(request))
+                metadata = json.loads(request.body)
             except (ValueError, RecursionError):  # (not JSON, not UTF-8, or nested past what the parser takes)
                 raise OAuthError("invalid_client_metadata", "The registration must be a JSON object.") from None
             registered = self.clients.register(metadata)
@@ -247,14 +246,6 @@ class OAuthRoutes:
         return _json(registered, 201, NO_STORE)
 
 
-
-
-def _form(request: HttpRequest) -> dict[str, str]:
-    """A form body's fields (the first of each name)."""
-    fields: dict[str, str] = {}
-    for name, value in parse_qsl(body(request).decode("utf-8", "replace"), keep_blank_values=True):
-        fields.setdefault(name, value)
-    return fields
 
 
 def _json(document: Any, status: int, headers: dict[str, str]) -> Response:

@@ -17,9 +17,9 @@ from ...protocol import jsonrpc
 from ...protocol.lifecycle import server_card
 from ...settings.config import Config
 from ...tenants.tenant import Unreachable
-from .incoming import HttpRequest
+from .incoming import HttpRequest, bind_host, client_address
+from .outgoing import JSON, Answer, HttpError, JsonAnswer, json_response
 from .tenancy import Tenancy
-from .wire import JSON, Answer, HttpError, JsonAnswer, bind_host, client_address, json_response
 
 SERVER_CARD_PATH = "/.well-known/mcp/server-card"  # SEP-2127
 READINESS_TTL_S = 5.0

@@ -11,8 +11,8 @@ import secrets
 import time
 from typing import Callable
 
-from ...protocol import Session
 from ...keys import ApiKey
+from ...protocol import Session
 from ...signing import Signer
 
 

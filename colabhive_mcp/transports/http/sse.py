@@ -25,8 +25,9 @@ from ...protocol import Session
 from ...settings.config import Config
 from .events import EventStore, StreamLog
 from .hangups import peer_closed
+from .incoming import socket_of
 from .lease import Lease, Share
-from .wire import SSE, SSE_HEADERS, Answer, socket_of, sse_event
+from .outgoing import SSE, SSE_HEADERS, Answer, sse_event
 
 DISCONNECT_CHECK_S = 0.5
 RETRY_MS = 1000  # how long a client waits before it reconnects to a handed-over stream

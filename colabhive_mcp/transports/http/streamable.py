@@ -32,14 +32,14 @@ from ...settings.config import Config
 from ...tenants.tenant import Tenant
 from .admission import Admission
 from .hangups import HangupWatch
-from .incoming import HttpRequest
+from .incoming import HttpRequest, Post, header_mismatch, read_post, read_session_request
 from .lease import Lease
+from .outgoing import (JSON, MODERN_STATUS_BY_CODE, SSE, STATUS_BY_CODE, Answer, HttpError, failed, json_response,
+                       not_allowed, status_of)
 from .relay import CancelRelay
 from .sessions import SessionCodec
 from .sse import DISCONNECT_CHECK_S, Streams, stream
 from .tenancy import Tenancy
-from .wire import (JSON, MODERN_STATUS_BY_CODE, SSE, STATUS_BY_CODE, Answer, HttpError, Post, accepts, client_address,
-                   failed, header_mismatch, json_response, not_allowed, read_post, status_of)
 
 
 @dataclass(frozen=True)
@@ -220,19 +220,16 @@ class Streamable:
         """The legacy GET stream: a resumption (``Last-Event-ID``) or the notification stream."""
         if "Mcp-Session-Id" not in request.headers or self.streams.events is None:
             return not_allowed("POST" if self.streams.events is None else "POST, DELETE")
-        if SSE not in accepts(request):
-            raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {SSE}")
-        key = self.tenancy.key(request)
-        session = self.restore(request.headers.get("Mcp-Session-Id"), key)
-        last_event_id = request.headers.get("Last-Event-ID")
-        if last_event_id:
+        get = read_session_request(request, self.tenancy.key, stream=True)
+        session = self.restore(get.session_token, get.key)
+        if get.last_event_id:
             with Lease() as lease:
-                self.admission.admit(lease, key, held=False)  # the rest of an answer, as long as it takes
-                resumed = self.streams.resume(last_event_id, session, lease)  # the stream holds the place
+                self.admission.admit(lease, get.key, held=False)  # the rest of an answer, as long as it takes
+                resumed = self.streams.resume(get.last_event_id, session, lease)  # the stream holds the place
             if resumed is not None:
                 return resumed
             log.bind(session=session.id).info("http.resume.unknown_event")  # replaying is a MAY, and a 404
-        return self._changes(key, client_address(request))  # would end the session: the plain stream instead
+        return self._changes(get.key, get.address)  # would end the session: the plain stream instead
 
     def _changes(self, key: ApiKey, address: str) -> Answer:
         """The stream that tells a session its tool list changed (for a key the gateway accepts)."""
@@ -255,7 +252,8 @@ class Streamable:
     def delete(self, request: HttpRequest) -> Answer:
         if "Mcp-Session-Id" not in request.headers:
             return not_allowed("POST")
-        session = self.restore(request.headers.get("Mcp-Session-Id"), self.tenancy.key(request))
+        end = read_session_request(request, self.tenancy.key)
+        session = self.restore(end.session_token, end.key)
         if not self.store.put(SESSIONS, session.id, ENDED, self.config.session_max_age):
             raise HttpError(503, jsonrpc.INTERNAL_ERROR, "The session could not be ended just now; try again",
                             {"Retry-After": "5"})

@@ -23,7 +23,7 @@ from ...tenants.shared import Instance
 from ...tenants.tenant import Tenant
 from .admission import Admission
 from .incoming import Headers, HttpRequest
-from .wire import INVALID_TOKEN, HttpError
+from .outgoing import INVALID_TOKEN, HttpError
 
 KEY_SHAPE = f"{MIN_KEY_CHARS} to {MAX_KEY_CHARS} characters of A-Z a-z 0-9 . _ ~ + / - ="
 
@@ -73,7 +73,7 @@ class Tenancy:
     @contextlib.contextmanager
     def tenant(self, key: ApiKey, address: str) -> Iterator[Tenant]:
         """The key's tenant, once the gateway has accepted the key (``address``: the client's, see
-        :func:`.wire.client_address`). Raises :class:`KeyRejected` for a rejected one, and
+        :func:`.incoming.client_address`). Raises :class:`KeyRejected` for a rejected one, and
         :class:`LimitReached` for one that cannot be checked now (the edge: 401; 429 or 503)."""
         if self.single is not None:  # a check that waits for the gateway holds a place for long requests
             with self.admission.by_key(key.digest) if self.single.manifest.asks else contextlib.nullcontext():

@@ -7,8 +7,11 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Request as WerkzeugRequest
 
-from colabhive_mcp.transports.http.incoming import HttpRequest
-from colabhive_mcp.transports.http.wire import body, client_address
+from colabhive_mcp.keys import ApiKey
+from colabhive_mcp.protocol.jsonrpc import JsonRpcError
+from colabhive_mcp.transports.http.incoming import (HttpRequest, body, client_address, read_oauth_request,
+                                                    read_session_message, read_session_request)
+from colabhive_mcp.transports.http.outgoing import HttpError
 
 CASES = [
     {"path": "/mcp", "method": "POST", "headers": {"Content-Type": "application/json; charset=utf-8",
@@ -59,3 +62,63 @@ def test_a_body_longer_than_allowed_is_refused_whether_declared_or_chunked():
 def test_a_client_is_counted_by_its_address_or_its_ipv6_64(peer, headers, client):
     environ = EnvironBuilder(headers=headers, environ_base={"REMOTE_ADDR": peer}).get_environ()
     assert client_address(HttpRequest(environ)) == client
+
+
+def request(**case):
+    return HttpRequest(EnvironBuilder(environ_base={"REMOTE_ADDR": "192.0.2.7"}, **case).get_environ())
+
+
+def keyed(request):
+    """The key a request carries, or the 401 one without it gets."""
+    if "X-API-Key" not in request.headers:
+        raise HttpError(401, -31401, "no key")
+    return ApiKey.of(request.headers["X-API-Key"])
+
+
+TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def test_a_request_about_a_session_is_read_once_and_refused_in_order():
+    """A stream's Accept is judged before its key; the value holds what the handlers use, and nothing else."""
+    with pytest.raises(HttpError) as refused:
+        read_session_request(request(method="GET", headers={"Accept": "application/json"}), keyed, stream=True)
+    assert refused.value.http_status == 406
+    with pytest.raises(HttpError) as refused:
+        read_session_request(request(method="GET", headers={"Accept": "text/event-stream"}), keyed, stream=True)
+    assert refused.value.http_status == 401
+    got = read_session_request(request(method="GET", headers={"Accept": "text/event-stream", "X-API-Key": "hive_a1",
+                                                              "Mcp-Session-Id": "s1", "Last-Event-ID": "e7"}),
+                               keyed, stream=True)
+    assert (got.key, got.session_token, got.last_event_id) == (ApiKey.of("hive_a1"), "s1", "e7")
+    assert got.address == "192.0.2.7"
+    ended = read_session_request(request(method="DELETE", headers={"X-API-Key": "hive_a1"}), keyed)
+    assert (ended.session_token, ended.last_event_id) == (None, None)
+
+
+def test_a_message_of_the_2024_transport_is_read_once():
+    """Its key, then its session id (400 without one); a body that is not JSON is kept as its error."""
+    with pytest.raises(HttpError) as refused:
+        read_session_message(request(path="/messages", method="POST", headers={"X-API-Key": "hive_a1"}), keyed)
+    assert refused.value.http_status == 400
+    message = read_session_message(request(path="/messages", query_string="session_id=abc", method="POST",
+                                           headers={"X-API-Key": "hive_a1", "traceparent": TRACE},
+                                           data=b'{"jsonrpc":"2.0","id":1,"method":"ping"}'), keyed)
+    assert (message.session_id, message.frame.method, message.trace) == ("abc", "ping", {"traceparent": TRACE})
+    garbled = read_session_message(request(path="/messages", query_string="session_id=abc", method="POST",
+                                           headers={"X-API-Key": "hive_a1"}, data=b"{not json"), keyed)
+    assert isinstance(garbled.frame, JsonRpcError) and garbled.frame.code == -32700
+
+
+def test_an_oauth_request_is_read_once():
+    """The first of each parameter, the form's fields whatever the content type says (the token route
+    refuses a wrong one itself), and no body for a GET."""
+    page = read_oauth_request(request(path="/authorize", query_string="client_id=a&client_id=b&state=s",
+                                      headers={"Origin": "https://app.example"}))
+    assert (page.method, page.query, page.origin, page.body, page.form) == ("GET", {"client_id": "a", "state": "s"},
+                                                                            "https://app.example", b"", {})
+    token = read_oauth_request(request(path="/token", method="POST", data=b"grant_type=x&code=1&code=2",
+                                       content_type="application/x-www-form-urlencoded"))
+    assert token.form == {"grant_type": "x", "code": "1"} and token.content_type == "application/x-www-form-urlencoded"
+    registration = read_oauth_request(request(path="/register", method="POST", data=b'{"a": 1}',
+                                              content_type="application/json"))
+    assert registration.body == b'{"a": 1}' and registration.content_type == "application/json"
