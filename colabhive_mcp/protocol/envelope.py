@@ -16,6 +16,7 @@ from ..errors import INVALID_PARAMS, JsonRpcError
 from ..revisions import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS
 from .methods import INITIALIZE
 
+HEADER_MISMATCH = -32020  # a 2026 request's routing headers disagree with its body
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 META_VERSION = "io.modelcontextprotocol/protocolVersion"  # a 2026-07-28 request names its revision here
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
@@ -55,6 +56,19 @@ def unsupported(requested: str, supported: tuple[str, ...], why: str = "") -> Js
     """``-32022`` for a revision not served (as asked), listing those that are."""
     return JsonRpcError(UNSUPPORTED_PROTOCOL_VERSION, f"Unsupported protocol version: {requested}{why}",
                         {"supported": list(supported), "requested": requested})
+
+
+def legacy_header_refusal(version: str | None) -> JsonRpcError | None:
+    """Why a request without a 2026 envelope cannot carry this ``MCP-Protocol-Version`` header: a 2026
+    revision (``-32020``: its body lacks its ``_meta``, so a dual-era client does not take this server
+    for a legacy one), or one not served at all (``-32022``); ``None`` for a handshake revision or none."""
+    if version is None or version in LEGACY_VERSIONS:
+        return None
+    if version in MODERN_VERSIONS:
+        return JsonRpcError(HEADER_MISMATCH, f"MCP-Protocol-Version is {version} but params._meta has no "
+                            f"{META_VERSION!r}: a {version} request carries its version and the client's "
+                            "capabilities in params._meta")
+    return unsupported(version, SUPPORTED_VERSIONS)
 
 
 def _refusal(meta: Mapping[str, Any]) -> JsonRpcError | None:

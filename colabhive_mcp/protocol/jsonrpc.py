@@ -29,7 +29,7 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS, INTERNAL_ERROR = errors.INVALID_PARAMS, errors.INTERNAL_ERROR
 KEY_REJECTED, LIMIT_REACHED = errors.KEY_REJECTED, errors.LIMIT_REACHED  # this server's own (see errors.py)
 # 2026-07-28 codes
-HEADER_MISMATCH = -32020
+HEADER_MISMATCH = envelope.HEADER_MISMATCH
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = envelope.UNSUPPORTED_PROTOCOL_VERSION  # (the envelope's own refusal)
 MAX_DEPTH = 128  # deeper messages are refused: code that walks them recursively would overflow

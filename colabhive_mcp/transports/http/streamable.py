@@ -24,8 +24,7 @@ from ...calls.cancellation import Cancellation
 from ...errors import ColabHiveError
 from ...keys import ApiKey
 from ...logs import log
-from ...protocol import LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS, Server, Session, envelope, jsonrpc
-from ...protocol.envelope import META_VERSION
+from ...protocol import MODERN_VERSIONS, Server, Session, envelope, jsonrpc
 from ...protocol.jsonrpc import BatchFrame, Frame, Single
 from ...protocol.plan import Plan
 from ...settings.config import Config
@@ -261,17 +260,10 @@ class Streamable:
 
 
 def _check_legacy_version(version: str | None) -> None:
-    """Refuse a request whose ``MCP-Protocol-Version`` header is not a handshake revision: a 2026 one
-    whose body lacks its ``_meta`` (-32020, so a dual-era client does not take this server for a
-    legacy one), or one not served at all (-32022)."""
-    if version is None or version in LEGACY_VERSIONS:
-        return
-    if version in MODERN_VERSIONS:
-        raise HttpError(400, jsonrpc.HEADER_MISMATCH, f"MCP-Protocol-Version is {version} but params._meta has no "
-                        f"{META_VERSION!r}: a {version} request carries its version and the client's capabilities "
-                        "in params._meta")
-    refused = envelope.unsupported(version, SUPPORTED_VERSIONS)
-    raise HttpError(400, refused.code, refused.message, data=refused.data)
+    """Refuse a request whose ``MCP-Protocol-Version`` header is not a handshake revision."""
+    refused = envelope.legacy_header_refusal(version)
+    if refused is not None:
+        raise HttpError(400, refused.code, refused.message, data=refused.data)
 
 
 def _delivery(plan: Plan, wanted: set[str], *, modern: bool = False, resumable: bool = False) -> Delivery:
