@@ -40,7 +40,7 @@ _SPECS: dict[str, tuple[str, str, str, dict[str, Any]]] = {
     "OAUTH": ("Counter", "mcp_oauth_events_total", "OAuth: codes and tokens issued, refusals by the RFC's error",
               {"labelnames": ["event", "reason"]}),
     "MANIFEST": ("Counter", "mcp_manifest_requests_total",
-                 "Manifest cache lookups: hit, fetched, not_modified, stale, error, rejected", {"labelnames": ["result"]}),
+                 "Manifest cache lookups: hit, stale_while_revalidate, fetched, not_modified, stale, error, rejected", {"labelnames": ["result"]}),
 }
 
 

@@ -9,6 +9,7 @@ an instance share that work through its store (:mod:`colabhive_mcp.manifest.inst
 
 from __future__ import annotations
 
+import contextvars
 import math
 import threading
 import time
@@ -37,12 +38,15 @@ class ManifestCache:
 
     def __init__(self, gateway: Gateway, *, ttl: float = 60.0, pin: str | None = None,
                  snapshot: Manifest | None = None, rejection_ttl: float = 30.0, conditional: bool = True,
+                 stale_while_revalidate: float = 0.0,
                  instance: InstanceCopy | None = None, saved: SavedManifest | None = None,
                  prepare: Callable[[dict[str, Any]], tuple[str, dict[str, Any]]] = interning.entry,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``pin`` refuses any manifest whose ETag differs; a ``snapshot`` is served forever; a key
         the gateway rejected is answered from memory for ``rejection_ttl`` seconds; without
-        ``conditional``, the manifest is fetched whole (no ``If-None-Match``) when it expires;
+        ``conditional``, the manifest is fetched whole (no ``If-None-Match``) when it expires; for
+        ``stale_while_revalidate`` seconds past its expiry, the copy is served at once while one
+        revalidation runs on a thread of its own (RFC 5861);
         ``instance``: the copy shared by the instance's workers; ``saved``: the copy an earlier
         process kept on disk, which the first fetch asks the gateway about (served only on its 304);
         ``prepare``: what a fetch does with each entry while the next page is on its way (at least
@@ -53,6 +57,7 @@ class ManifestCache:
         self.saved = saved
         self.ttl = ttl
         self.conditional = conditional
+        self.stale_while_revalidate = stale_while_revalidate
         self.pin = pin
         self.rejection_ttl = rejection_ttl
         self.clock = clock
@@ -74,16 +79,27 @@ class ManifestCache:
         refusal of the key is old enough to ask it again (a refusal it remembers is answered at once)."""
         return self._current is None or (self._rejection is not None and self.clock() >= self._expires)
 
-    def get(self) -> Manifest:
+    def get(self, *, behind: bool = True) -> Manifest:
         """The manifest, revalidated first if its TTL ran out (while another thread revalidates it,
-        the copy held: a slow gateway keeps one thread waiting, not every request of the tenant).
+        the copy held: a slow gateway keeps one thread waiting, not every request of the tenant; and
+        within ``stale_while_revalidate`` of its expiry, nobody waits: the revalidation runs behind,
+        unless the caller, itself in the background, would rather wait for it: not ``behind``).
         Raises :class:`KeyRejected` (also from memory, for a while after the gateway said so) or
         :class:`ManifestError`."""
         current = self._current
-        if current is not None and (self.clock() < self._expires or self._fetch_lock.locked()) and (
-                self._rejection is None):  # (read last: a fetch sets it before the expiry)
-            metrics.MANIFEST.labels("hit").inc()
-            return current
+        if current is not None and self._rejection is None:  # (read last: a fetch sets it before the expiry)
+            now = self.clock()
+            if now < self._expires or self._fetch_lock.locked():
+                metrics.MANIFEST.labels("hit").inc()
+                return current
+            if behind and now < self._expires + self.stale_while_revalidate and self._revalidate_behind():
+                metrics.MANIFEST.labels("stale_while_revalidate").inc()
+                return current
+        elif current is None and behind:
+            adopted = self._adopt_instance_copy()
+            if adopted is not None and self._revalidate_behind():
+                metrics.MANIFEST.labels("stale_while_revalidate").inc()
+                return adopted
         with self._fetch_lock:
             if self.clock() < self._expires:
                 if self._rejection is not None:
@@ -92,6 +108,50 @@ class ManifestCache:
                     metrics.MANIFEST.labels("hit").inc()
                     return self._current  # another thread refreshed it while we waited
             return self._refresh()
+
+    def _adopt_instance_copy(self) -> Manifest | None:
+        """With no copy of its own yet, a worker takes the instance's, if another worker's confirmation
+        of it is recent enough to be served while it is revalidated (a copy the gateway refused since
+        is not: its confirmation is gone)."""
+        if self.instance is None or not self.stale_while_revalidate or not self._fetch_lock.acquire(blocking=False):
+            return None
+        try:
+            known = self.instance.age()
+            if self._current is not None or known is None or known[1] >= self.ttl + self.stale_while_revalidate:
+                return self._current
+            copy = self.instance.load()
+            if copy is None or copy.etag != known[0] or (self.pin and copy.etag != self.pin):
+                return None
+            self._current, self._rejection, self._expires = copy, None, self.clock() + self.ttl - known[1]
+            metrics.MANIFEST.labels("instance").inc()
+            return copy
+        finally:
+            self._fetch_lock.release()
+
+    def _revalidate_behind(self) -> bool:
+        """Start the revalidation on a thread of its own, which holds the fetch lock until it is done;
+        ``False`` when another thread holds that lock (its answer is on the way)."""
+        if not self._fetch_lock.acquire(blocking=False):
+            return True  # (a revalidation under way: the copy is served meanwhile)
+        context = contextvars.copy_context()  # its logs' fields, its trace
+
+        def revalidate() -> None:
+            try:
+                if self.clock() >= self._expires:
+                    self._refresh()
+            except (KeyRejected, ManifestError):  # remembered (or logged) by the fetch: the next list hears it
+                pass
+            except Exception:  # a bug: logged, and the next list revalidates as usual
+                log.bind(tenant=self.gateway.key_id).exception("manifest.revalidation_failed")
+            finally:
+                self._fetch_lock.release()
+
+        try:
+            threading.Thread(target=context.run, args=(revalidate,), name="manifest-revalidate", daemon=True).start()
+        except BaseException:
+            self._fetch_lock.release()
+            raise
+        return True
 
     def refresh(self, since: float = math.inf) -> Manifest:
         """The manifest, asked of the gateway now, whatever the TTL and whatever another worker is

@@ -65,6 +65,10 @@ class Config:
     manifest_ttl: float = _setting(
         60.0, number(float, 0, 86400), "seconds a fetched manifest is used before it is revalidated",
         env="COLABHIVE_MANIFEST_TTL")
+    manifest_stale_while_revalidate: float = _setting(
+        300.0, number(float, 0, 86400), "seconds past manifest_ttl that a key's copy is still served at once while "
+        "one revalidation runs in the background (0: the list that finds it expired waits for the gateway)",
+        env="COLABHIVE_MANIFEST_STALE_WHILE_REVALIDATE", metavar="SECONDS")
     manifest_etag: bool = _setting(
         True, boolean, "revalidate the manifest with its ETag (off: fetch it whole every manifest_ttl)",
         env="COLABHIVE_MANIFEST_ETAG", aliases=("use_etag", "etag"))

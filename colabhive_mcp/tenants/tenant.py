@@ -104,6 +104,7 @@ class Tenant:
         self.manifest = ManifestCache(self.gateway, ttl=config.manifest_ttl, pin=config.manifest_pin,
                                       snapshot=snapshot, rejection_ttl=config.rejected_key_ttl,
                                       conditional=config.manifest_etag,
+                                      stale_while_revalidate=config.manifest_stale_while_revalidate,
                                       instance=InstanceCopy(instance.store, key.digest)
                                       if instance.store.shared else None, saved=saved, prepare=prepared)
         self.policy = Policy.from_config(config)
@@ -149,7 +150,7 @@ class Tenant:
         seen = self.manifest.current
         while not stop.wait(max(self.config.manifest_ttl, MIN_WATCH_S)):
             try:
-                manifest = self.manifest.get()
+                manifest = self.manifest.get(behind=False)  # (a watch waits for the news itself)
             except (ManifestError, KeyRejected):
                 continue
             if seen is not None and manifest is not seen:

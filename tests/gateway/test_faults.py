@@ -99,8 +99,18 @@ def faulty(gateway_sandbox):
 @pytest.fixture(scope="module")
 def revalidating(gateway_sandbox):
     """Two workers (as deployed: a worker that never fetched a tenant's manifest still serves the
-    instance's last good copy) that revalidate the manifest on every request (TTL 0)."""
-    server = LoggedServer(gateway_sandbox.url, "--http-workers", "2", env={"COLABHIVE_MANIFEST_TTL": "0"})
+    instance's last good copy) that revalidate the manifest on every request, before answering it
+    (TTL 0, no stale-while-revalidate)."""
+    server = LoggedServer(gateway_sandbox.url, "--http-workers", "2", env={
+        "COLABHIVE_MANIFEST_TTL": "0", "COLABHIVE_MANIFEST_STALE_WHILE_REVALIDATE": "0"})
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def behind(gateway_sandbox):
+    """Two workers at the default stale-while-revalidate window, with a one-second TTL."""
+    server = LoggedServer(gateway_sandbox.url, "--http-workers", "2", env={"COLABHIVE_MANIFEST_TTL": "1"})
     yield server
     server.stop()
 
@@ -502,4 +512,26 @@ def test_a_failing_manifest_route_serves_the_cached_copy_and_logs_it(revalidatin
     assert "fresh-tool" in list_tools(server).text.split(",")
     # (c) the tool call made one invocation
     assert_one_invocation_at_most(sandbox, DEMO_KEY, 1)
+    assert_server_log_clean(server, mark)
+
+
+def test_a_hung_manifest_route_holds_up_no_list_while_a_copy_exists(behind, sandbox):
+    """Past the TTL, every list (whichever worker serves it: one without a copy of its own takes the
+    instance's) is the copy, at once; revalidations ask the hung route behind the lists, and the news
+    arrives once the route answers again."""
+    server = behind
+    mark = server.mark()
+    before = list_tools(server)
+    assert before.kind == "ok" and "echo" in before.text.split(","), before.body
+    sandbox.add_action({"name": "fresh-tool", "description": "published while the manifest route hangs",
+                        "inputSchema": {"type": "object"}})
+    fault = sandbox.faults.add(route="manifest", kind="hang", count=PERSISTENT, seconds=POLL_HANG_S)
+    time.sleep(1.2)  # past the TTL
+    lists = [list_tools(server) for _ in range(8)]
+    assert all(listed.kind == "ok" and listed.text == before.text for listed in lists), [x.body for x in lists]
+    assert max(listed.seconds for listed in lists) < TIMEOUT, [listed.seconds for listed in lists]  # none waited
+    assert wait_until(lambda: struck(fault, PERSISTENT) > 0)  # the revalidations did ask it
+    sandbox.faults.clear()
+    settle(sandbox, [(fault, PERSISTENT)])
+    assert wait_until(lambda: "fresh-tool" in list_tools(server).text.split(","), 20)
     assert_server_log_clean(server, mark)

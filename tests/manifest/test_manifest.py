@@ -454,3 +454,56 @@ def test_a_content_the_store_refused_to_write_is_written_by_the_next_copy_that_n
     store.refuse = False
     InstanceCopy(store, "second-key", in_background=now).confirm(manifest, changed=True, asked=2.0)
     assert InstanceCopy(store, "first-key").load().entries == InstanceCopy(store, "second-key").load().entries == manifest.entries
+
+
+def wait_for(condition, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return condition()
+
+
+def test_an_expired_copy_is_served_at_once_while_one_revalidation_runs_behind(sandbox, gateway, journal):
+    """RFC 5861's stale-while-revalidate: past its TTL, within the window, no list waits on a hung
+    gateway; one revalidation asks it, and its news is served once it lands."""
+    clock = Clock()
+    cache = ManifestCache(gateway, ttl=10, stale_while_revalidate=60, clock=clock)
+    manifest = cache.get()
+    sandbox.add_action({"name": "published-now", "description": "new", "inputSchema": {"type": "object"}})
+    sandbox.faults.add(route="manifest", kind="hang", seconds=2)
+    clock.now += 11
+    asked = len(first_pages(journal))
+    served = [cache.get() for _ in range(5)]  # none of them waits for the hung revalidation
+    assert all(copy is manifest for copy in served)
+    assert wait_for(lambda: any(e["fault"] == "hang" for e in first_pages(journal)))  # one revalidation asked it
+    assert wait_for(lambda: not cache._fetch_lock.locked())  # it failed: the copy is served a while longer
+    assert cache.get() is manifest and len(first_pages(journal)) - asked == 1
+    clock.now += 6  # past that while: the next list is served the copy again, and revalidates behind
+    assert wait_for(lambda: "published-now" in cache.get().by_slug)  # this time the gateway answers
+    assert len(first_pages(journal)) - asked == 2
+
+
+def test_past_the_window_a_list_waits_for_the_gateway_again(sandbox, gateway):
+    clock = Clock()
+    cache = ManifestCache(gateway, ttl=10, stale_while_revalidate=5, clock=clock)
+    manifest = cache.get()
+    sandbox.add_action({"name": "published-now", "description": "new", "inputSchema": {"type": "object"}})
+    clock.now += 16
+    assert "published-now" in cache.get().by_slug and cache.get() is not manifest  # asked before answering
+
+
+def test_a_worker_without_a_copy_takes_the_instances_and_revalidates_it_behind(sandbox, gateway):
+    store = MemoryStore()
+    digest = ApiKey.of(DEMO_KEY).digest
+    clock = Clock()
+    clock.now = time.time()  # (the instance's clock is the wall clock its workers share)
+    store.clock = clock
+    first = ManifestCache(gateway, ttl=10, stale_while_revalidate=60, clock=clock,
+                          instance=InstanceCopy(store, digest, clock=clock, in_background=now))
+    held = first.get()
+    clock.now += 11  # the instance's copy is past its TTL, within the window
+    sandbox.faults.add(route="manifest", kind="hang", seconds=2)
+    second = ManifestCache(gateway, ttl=10, stale_while_revalidate=60, clock=clock,
+                           instance=InstanceCopy(store, digest, clock=clock, in_background=now))
+    started = time.monotonic()
+    assert second.get().etag == held.etag and time.monotonic() - started < 1.5  # not the 2 s hang
