@@ -60,7 +60,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from baseline import BaselineServer, FloorServer, ServerProcess, version  # noqa: E402
 from baseline import stdio_command as baseline_stdio  # noqa: E402
 from bench_report import render_comparison, render_table  # noqa: E402
-from bench_sandbox import Sandbox, add_big_manifest  # noqa: E402
+from bench_sandbox import Sandbox, add_big_manifest, add_rich_manifest  # noqa: E402
 from stub_gateway import StubGateway  # noqa: E402
 
 Served = Union[HttpServer, ServerProcess]  # a server measured: its ``url`` and its ``process``
@@ -574,6 +574,9 @@ def main() -> int:
     parser.add_argument("--only", metavar="NAMES", help="comma-separated figures to measure (default: all)")
     parser.add_argument("--table", metavar="FILE", help="print the performance table (docs/performance.rst) from a results file, and stop")
     parser.add_argument("--compare", metavar="OLD", help="then print each headline figure beside the one in OLD")
+    parser.add_argument("--manifest", choices=("big", "rich"), default="big",
+                        help="the 1 MB manifest the gateway publishes: 300 plain actions (big), or 300 shaped like "
+                        "real ones, with $defs/$ref, anyOf, formats, patterns and output schemas (rich)")
     parser.add_argument("--baseline", metavar="PYTHON", help="also measure the colabhive-mcp release this Python has "
                         "installed (stdio start-up, HTTP added latency and throughput), in the same run")
     args = parser.parse_args()
@@ -602,7 +605,8 @@ def measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return ours
 
     with Sandbox(page_size=100, cold_start_s=2) as sandbox:
-        add_big_manifest(sandbox)
+        (add_rich_manifest if args.manifest == "rich" else add_big_manifest)(sandbox)
+        results["run"]["manifest"] = args.manifest
         stub = StubGateway.of(sandbox.url)  # the same manifest, as one page ready in memory
         server = HttpServer(sandbox.url, tuned=False)  # its default settings
         benches: dict[str, Callable[[], Any]] = {
