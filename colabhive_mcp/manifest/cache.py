@@ -116,15 +116,7 @@ class ManifestCache:
         if self.instance is None or not self.stale_while_revalidate or not self._fetch_lock.acquire(blocking=False):
             return None
         try:
-            known = self.instance.age()
-            if self._current is not None or known is None or known[1] >= self.ttl + self.stale_while_revalidate:
-                return self._current
-            copy = self.instance.load()
-            if copy is None or copy.etag != known[0] or (self.pin and copy.etag != self.pin):
-                return None
-            self._current, self._rejection, self._expires = copy, None, self.clock() + self.ttl - known[1]
-            metrics.MANIFEST.labels("instance").inc()
-            return copy
+            return self._current or self._from_instance(self.ttl + self.stale_while_revalidate)
         finally:
             self._fetch_lock.release()
 
@@ -184,11 +176,12 @@ class ManifestCache:
             if claimed:
                 self.instance.release()
 
-    def _from_instance(self) -> Manifest | None:
-        """The copy another worker got from the gateway within the TTL (our own object when it is the same)."""
+    def _from_instance(self, within: float | None = None) -> Manifest | None:
+        """The copy another worker got from the gateway ``within`` seconds (by default, the TTL; our own
+        object when it is the same)."""
         assert self.instance is not None
         known = self.instance.age()
-        if known is None or known[1] >= self.ttl:
+        if known is None or known[1] >= (self.ttl if within is None else within):
             return None
         etag, age = known
         current = self._current
