@@ -54,6 +54,70 @@ class EncodedList(list):
         return cls([item for item, _ in encoded], b"[" + b",".join(raw for _, raw in encoded) + b"]")
 
 
+class UnreadList(EncodedList):
+    """An encoded list of ``count`` items whose items are read from their JSON only when something looks
+    at them (a list answered as it was encoded, the common case, never is). Encode it with its ``raw``
+    (``json.dumps`` would see no items before they are read)."""
+
+    def __init__(self, raw: bytes, count: int) -> None:
+        super().__init__([], raw)
+        self._count: int | None = count
+
+    def _read(self) -> None:
+        if self._count is not None:
+            self.extend(json.loads(self.raw))
+            self._count = None
+
+    def __len__(self) -> int:
+        return super().__len__() if self._count is None else self._count
+
+    def __iter__(self) -> Any:
+        self._read()
+        return super().__iter__()
+
+    def __getitem__(self, index: Any) -> Any:
+        self._read()
+        return super().__getitem__(index)
+
+    def __contains__(self, item: Any) -> bool:
+        self._read()
+        return super().__contains__(item)
+
+    def __eq__(self, other: Any) -> bool:
+        self._read()
+        return super().__eq__(other)
+
+    def __ne__(self, other: Any) -> bool:
+        self._read()
+        return super().__ne__(other)
+
+    __hash__ = None  # type: ignore[assignment]  # (as a list's)
+
+    def __reversed__(self) -> Any:
+        self._read()
+        return super().__reversed__()
+
+    def __add__(self, other: Any) -> Any:
+        self._read()
+        return list(self) + other
+
+    def __repr__(self) -> str:
+        self._read()
+        return super().__repr__()
+
+    def copy(self) -> list[Any]:
+        self._read()
+        return list(self)
+
+    def index(self, *args: Any) -> int:
+        self._read()
+        return super().index(*args)
+
+    def count(self, item: Any) -> int:
+        self._read()
+        return super().count(item)
+
+
 def b64url(data: bytes) -> str:
     """``data`` as unpadded base64url (RFC 4648 §5): safe in a URL, a header and a file name."""
     return base64.urlsafe_b64encode(data).decode().rstrip("=")

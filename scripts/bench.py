@@ -440,53 +440,66 @@ def new_key(sandbox: Upstream) -> str:
     return key
 
 
-def legacy_request(session: requests.Session, url: str, key: str, method: str, request_id: int,
-                   session_id: str | None = None, params: dict[str, Any] | None = None) -> requests.Response:
-    """One 2025-11-25 request to an HTTP server, with its session id once it has one."""
-    body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method,
-                            **({"params": params} if params else {})}
-    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
+NEXT_LISTS = 6  # the same key's lists after its first, each on a new connection: some reach the other worker
+
+
+def legacy_request(url: str, key: str, method: str, request_id: int | None, session_id: str | None = None,
+                   params: dict[str, Any] | None = None) -> requests.Response:
+    """One 2025-11-25 request (a notification when ``request_id`` is None) to an HTTP server, with its
+    session id once it has one, on a connection of its own, as a host's first contact is (behind a
+    balancer, or with a worker per connection, consecutive requests seldom share one)."""
+    body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, **({"params": params} if params else {}),
+                            **({"id": request_id} if request_id is not None else {})}
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream",
+               "Connection": "close"}
     if session_id:
         headers.update({"Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"})
-    response = session.post(url, json=body, headers=headers, timeout=60)
+    response = requests.post(url, json=body, headers=headers, timeout=60)
     response.raise_for_status()
     return response
 
 
-def first_list(session: requests.Session, url: str, key: str) -> int:
-    """``initialize``, then the first ``tools/list`` on the same connection: how many tools it lists. (The
-    ``initialized`` notification, which neither server needs before a list, is left out: 0.3.4 answers
-    it with a 204 that has a body, which breaks the connection.)"""
-    hello = legacy_request(session, url, key, "initialize", 0, params={
+def first_list(url: str, key: str) -> tuple[int, str | None]:
+    """``initialize``, ``notifications/initialized`` and the first ``tools/list``, each on a new
+    connection: how many tools it lists, and the session they share."""
+    hello = legacy_request(url, key, "initialize", 0, params={
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}})
     session_id = hello.headers.get("Mcp-Session-Id")
-    answer = rpc_messages(legacy_request(session, url, key, "tools/list", 1, session_id))[-1]
+    legacy_request(url, key, "notifications/initialized", None, session_id)
+    return listed(url, key, session_id), session_id
+
+
+def listed(url: str, key: str, session_id: str | None) -> int:
+    """One ``tools/list`` on a new connection: how many tools it lists."""
+    answer = rpc_messages(legacy_request(url, key, "tools/list", 1, session_id))[-1]
     return len(answer["result"]["tools"])
 
 
 def warm_without_key(url: str) -> None:
-    """What any request does first (imports, connections): keyless requests, each answered 401, on a few connections."""
+    """What any request does first (imports, connections): keyless requests, each answered 401, on a
+    few connections (some reach each worker)."""
     for _ in range(8):
-        with requests.Session() as session:
-            response = session.post(url, json={"jsonrpc": "2.0", "id": 0, "method": "ping"}, timeout=30,
-                                    headers={"Accept": "application/json, text/event-stream"})
-            assert response.status_code == 401, response.status_code
+        response = requests.post(url, json={"jsonrpc": "2.0", "id": 0, "method": "ping"}, timeout=30,
+                                 headers={"Accept": "application/json, text/event-stream", "Connection": "close"})
+        assert response.status_code == 401, response.status_code
 
 
 def new_tenant_trial(sandbox: Upstream, baseline: str | None = None) -> dict[str, Any]:
-    """A new tenant's ``initialize`` → first ``tools/list`` answer in a fresh server process (this
-    package's, or the ``baseline`` Python's) warmed with keyless requests: the wall time, and the
-    server's CPU for it."""
+    """A new tenant's ``initialize`` → ``initialized`` → first ``tools/list`` answer in a fresh server
+    process at its defaults (this package's, with its default workers, or the ``baseline`` Python's)
+    warmed with keyless requests, each request on a new connection: the wall time and the server's CPU
+    for it; then the slowest of the key's next :data:`NEXT_LISTS` lists (the other worker's first, where
+    it has one to make)."""
     server: Served = BaselineServer(baseline, sandbox.root_url, free_port()) if baseline else HttpServer(sandbox.url, tuned=False)
     try:
         warm_without_key(server.url)
         key = new_key(sandbox)
         time.sleep(0.5)  # the server settles: its CPU counted below is this tenant's
-        with requests.Session() as session:
-            before, started = cpu_seconds(server.process.pid), time.perf_counter()
-            tools = first_list(session, server.url, key)
-            return {"s": time.perf_counter() - started, "cpu_s": cpu_seconds(server.process.pid) - before,
-                    "tools": tools}
+        before, started = cpu_seconds(server.process.pid), time.perf_counter()
+        tools, session_id = first_list(server.url, key)
+        took, cpu = time.perf_counter() - started, cpu_seconds(server.process.pid) - before
+        return {"s": took, "cpu_s": cpu, "tools": tools, "next_s": max(
+            timed(lambda: listed(server.url, key, session_id), NEXT_LISTS))}
     finally:
         server.stop()
 
@@ -548,6 +561,9 @@ def summary(trials: list[dict[str, Any]]) -> dict[str, Any]:
                "tools": trials[-1]["tools"]}
     if "cpu_s" in trials[0]:
         figures["server_cpu_ms"] = round(statistics.median(t["cpu_s"] for t in trials) * 1000, 1)
+    if "next_s" in trials[0]:  # the slowest of the key's next lists, in each trial
+        figures["next"] = {**percentiles([t["next_s"] for t in trials]),
+                           "runs_ms": [round(t["next_s"] * 1000, 1) for t in trials]}
     return figures
 
 

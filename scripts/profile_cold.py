@@ -5,8 +5,8 @@
     python scripts/profile_cold.py --path hosted --stub   # on a gateway with the manifest ready as one page
 
 The cold paths of ``bench.py``: a new tenant's ``initialize`` → first ``tools/list`` in a fresh
-hosted server warmed with keyless requests (``new_tenant_first_list``; one worker, so both requests
-reach it), and a stdio server's spawn → ``initialize`` → first ``tools/list`` at a first start
+hosted server at its default workers, warmed with keyless requests, each request on a new connection
+(``new_tenant_first_list``; every worker is profiled), and a stdio server's spawn → ``initialize`` → first ``tools/list`` at a first start
 (``stdio_first_list_unsaved``) or, with ``--path stdio-saved``, with the manifest an earlier start
 saved (``stdio_first_list``). Every thread of the server is profiled with ``cProfile`` on the wall clock (the
 request threads, and every thread started meanwhile, e.g. the stdio manifest fetch): time spent
@@ -27,14 +27,13 @@ import time
 from functools import partial
 from pathlib import Path
 
-import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from profile import by_package  # noqa: E402
 
 from bench import ROOT, Upstream, first_list, installed_bytecode, new_key, warm_without_key  # noqa: E402
-from bench_sandbox import Sandbox, add_big_manifest  # noqa: E402
+from bench_sandbox import Sandbox, add_big_manifest, add_rich_manifest  # noqa: E402
 from stub_gateway import StubGateway  # noqa: E402
 
 from colabhive_mcp.cli.demo import StdioPeer  # noqa: E402
@@ -102,17 +101,15 @@ raise SystemExit(main(sys.argv[2:]))
 def hosted(sandbox: Upstream, directory: Path) -> pstats.Stats:
     conf = directory / "gunicorn.conf.py"
     conf.write_text(HOSTED_CONF)
-    server = HttpServer(sandbox.url, env={"COLABHIVE_HTTP_WORKERS": "1", "PROFILE_DIR": str(directory)},
-                        gunicorn_conf=str(conf))
+    server = HttpServer(sandbox.url, env={"PROFILE_DIR": str(directory)}, gunicorn_conf=str(conf))
     try:
         warm_without_key(server.url)
         key = new_key(sandbox)
         (directory / "go").touch()
-        with requests.Session() as session:
-            started = time.perf_counter()
-            first_list(session, server.url, key)
-            print(f"hosted: a new tenant's initialize → first tools/list: {(time.perf_counter() - started) * 1000:.0f} ms"
-                  " (profiled)")
+        started = time.perf_counter()
+        first_list(server.url, key)
+        print(f"hosted: a new tenant's initialize → first tools/list: {(time.perf_counter() - started) * 1000:.0f} ms"
+              " (profiled)")
     finally:
         server.stop()
     return _stats(directory.glob("*.prof"))
@@ -162,13 +159,14 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--sort", default="cumtime", choices=["tottime", "cumtime"])
     parser.add_argument("--save", metavar="FILE", help="also write each merged profile (FILE.hosted, FILE.stdio)")
+    parser.add_argument("--manifest", choices=("big", "rich"), default="big", help="as bench.py's")
     parser.add_argument("--stub", action="store_true", help="on a gateway with the manifest ready as one page "
                         "(stub_gateway.py), not on the sandbox")
     args = parser.parse_args()
     os.chdir(ROOT)
     installed_bytecode()
     with Sandbox(page_size=100, cold_start_s=2) as sandbox, tempfile.TemporaryDirectory() as directory:
-        add_big_manifest(sandbox)
+        (add_rich_manifest if args.manifest == "rich" else add_big_manifest)(sandbox)
         gateway: Upstream = StubGateway.of(sandbox.url) if args.stub else sandbox
         for name, run in (("hosted", hosted), ("stdio", stdio), ("stdio-saved", partial(stdio, saved=True))):
             if args.path == name or (args.path == "both" and name != "stdio-saved"):

@@ -69,27 +69,51 @@ def _plain(node: Any, depth: int, budget: list[int]) -> bool:
 
 def _inline(node: Any, root: dict[str, Any], seen: tuple[str, ...], depth: int, budget: list[int]) -> Any:
     """Replace every local ``$ref`` under ``node``; ``seen`` holds the references being expanded,
-    ``budget`` the values still allowed (past it: :class:`_OverBudget`)."""
+    ``budget`` the values still allowed (past it: :class:`_OverBudget`). What holds no reference comes
+    back as it is (the same object: nothing is copied but the way down to a reference)."""
     budget[0] -= 1
     if budget[0] < 0:
         raise _OverBudget
     if depth > MAX_DEPTH:
         return {}
-    if isinstance(node, list):
-        return [_inline(item, root, seen, depth + 1, budget) for item in node]
-    if not isinstance(node, dict):
+    if not isinstance(node, (dict, list)):
         return node
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#"):
-        if ref in seen:
-            return {"description": "(recursive: any value of the enclosing type)"}
-        target = _resolve(root, ref)
-        if target is None:
-            return {k: _inline(v, root, seen, depth + 1, budget) for k, v in node.items() if k != "$ref"}
-        siblings = {k: v for k, v in node.items() if k != "$ref"}
-        merged = {**target, **siblings}
-        return _inline(merged, root, seen + (ref,), depth + 1, budget)
-    return {k: _inline(v, root, seen, depth + 1, budget) for k, v in node.items()}
+    ref = node.get("$ref") if isinstance(node, dict) else None
+    if isinstance(node, list) or not (isinstance(ref, str) and ref.startswith("#")):
+        return _inline_values(node, root, seen, depth + 1, budget)
+    if ref in seen:
+        return {"description": "(recursive: any value of the enclosing type)"}
+    target = _resolve(root, ref)
+    siblings = {k: v for k, v in node.items() if k != "$ref"}
+    if target is None:
+        return _inline_values(siblings, root, seen, depth + 1, budget)
+    return _inline({**target, **siblings}, root, seen + (ref,), depth + 1, budget)
+
+
+def _inline_values(node: dict[str, Any] | list[Any], root: dict[str, Any], seen: tuple[str, ...], depth: int,
+                   budget: list[int]) -> Any:
+    """``node`` with :func:`_inline` done to each of its values (at ``depth``), or ``node`` itself when that
+    changes none of them. A value that is no object or array is counted, never called on."""
+    if depth > MAX_DEPTH:  # every value lies past the depth: an empty object
+        budget[0] -= len(node)
+        if budget[0] < 0:
+            raise _OverBudget
+        return [{} for _ in node] if isinstance(node, list) else {key: {} for key in node}
+    copy: Any = None
+    leaves = 0
+    for key, value in enumerate(node) if isinstance(node, list) else node.items():
+        if not isinstance(value, (dict, list)):
+            leaves += 1
+            continue
+        new = _inline(value, root, seen, depth, budget)
+        if new is not value:
+            if copy is None:
+                copy = list(node) if isinstance(node, list) else dict(node)
+            copy[key] = new
+    budget[0] -= leaves
+    if budget[0] < 0:
+        raise _OverBudget
+    return node if copy is None else copy
 
 
 def _compact(node: Any, depth: int = 0) -> Any:

@@ -180,7 +180,7 @@ class Catalog:
     exposed: list[Tool] = field(init=False)
     shown: list[Tool] = field(init=False)
     _digests: dict[str, str] = field(init=False, repr=False)
-    _listings: dict[str, list[dict[str, Any]]] = field(init=False, default_factory=dict)
+    _listings: dict[str, EncodedList] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.by_name = {}
@@ -213,7 +213,7 @@ class Catalog:
         actions = [t for t in listable if not t.builtin][:max(0, cap - len(builtins))]
         return sorted(builtins + actions, key=lambda t: t.name)
 
-    def listing(self, version: str) -> list[dict[str, Any]]:
+    def listing(self, version: str) -> EncodedList:
         """The exposed tool definitions as ``version`` spells them (built once per version)."""
         listing = self._listings.get(version)
         if listing is None:

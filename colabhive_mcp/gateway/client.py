@@ -103,8 +103,10 @@ class Gateway:
     # -- contract -------------------------------------------------------------------------
 
     def fetch_manifest(self, etag: str | None = None, prepare: Prepare | None = None,
-                       meanwhile: Callable[[], None] | None = None) -> ManifestDocument | None:
+                       meanwhile: Callable[[], object] | None = None,
+                       accepted: Callable[[], None] | None = None) -> ManifestDocument | None:
         """Fetch every page of the manifest; ``None`` when ``etag`` is still current (304).
+        ``accepted`` is called once the first page is answered (the gateway accepts the key).
 
         ``prepare`` turns each entry into a pair, its key and the entry to keep (e.g. one copy shared
         with other tenants), while the next page is on its way (the work of a page costs no time of its
@@ -121,9 +123,9 @@ class Gateway:
         first_etag = None
         for _attempt in range(2):
             try:
-                return self._fetch_pages(etag, prepare, meanwhile, first_etag)
+                return self._fetch_pages(etag, prepare, meanwhile, first_etag, accepted)
             except _ChangedMidway as changed:
-                first_etag, meanwhile = changed.first_etag, None  # (done the first time)
+                first_etag, meanwhile, accepted = changed.first_etag, None, None  # (done the first time)
         raise GatewayError("the manifest kept changing while its pages were read", status=None)
 
     def invoke(self, slug: str, arguments: dict[str, Any], *, sync: bool = True, sync_timeout_s: int = 5,
@@ -162,8 +164,8 @@ class Gateway:
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _fetch_pages(self, etag: str | None, prepare: Prepare | None, meanwhile: Callable[[], None] | None,
-                     earlier_first: str | None) -> ManifestDocument | None:
+    def _fetch_pages(self, etag: str | None, prepare: Prepare | None, meanwhile: Callable[[], object] | None,
+                     earlier_first: str | None, accepted: Callable[[], None] | None) -> ManifestDocument | None:
         """The pages in turn, each asked for as soon as its cursor is seen in the page before, while that
         page is parsed and prepared (the parse confirms the cursor: a guess it does not is dropped).
         ``earlier_first``: the first page's ETag when the pages were read before, and a later page's
@@ -184,6 +186,9 @@ class Gateway:
             except KeyRejected as exc:  # a page asked ahead refuses the key only once it is the page wanted
                 self._refused(exc, "manifest")
                 raise
+            if accepted is not None:
+                accepted()
+                accepted = None
             if response.status_code == 304:
                 return None
             guess = cursor_seen(response.content)

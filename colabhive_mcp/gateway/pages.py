@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -21,6 +22,19 @@ if TYPE_CHECKING:
 NEXT_CURSOR = re.compile(rb'"nextCursor"\s*:\s*("(?:[^"\\]|\\.)*")')  # a page's cursor, read from its body unparsed
 
 Prepare = Callable[[dict[str, Any]], "tuple[Any, dict[str, Any]]"]  # an entry -> its key and the entry to keep
+YIELD_EVERY = 20  # entries prepared between two offers of the interpreter lock (about 1.5 ms of work)
+
+
+def prepare_all(entries: Any, prepare: Prepare) -> list[tuple[Any, dict[str, Any]]]:
+    """What ``prepare`` makes of each entry, the interpreter lock offered every few entries: a request
+    that waits for it (answering while a manifest is read behind it) would otherwise wait for all of
+    them (5 ms each time it asks, as often as it asks)."""
+    made = []
+    for number, entry in enumerate(entries):
+        if number % YIELD_EVERY == 0:
+            time.sleep(0)
+        made.append(prepare(entry))
+    return made
 
 
 class ManifestPage:
@@ -57,7 +71,7 @@ class ManifestPage:
         on the page keeps the entries ``prepare`` keeps (one copy shared with other tenants, not its own)."""
         made = self._prepared.get(prepare)
         if made is None:
-            made = [prepare(entry) for entry in self.entries]
+            made = prepare_all(self.entries, prepare)
             self.entries = [kept for _, kept in made]
             self._prepared[prepare] = made
         return made

@@ -17,20 +17,21 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import metrics
+from ..encoding import EncodedList
 from ..gateway.client import Gateway, GatewayError
+from ..gateway.pages import prepare_all
 from ..keys import KeyRejected
 from ..logs import log
 from . import interning
-from .instance_copy import LOOK_AGAIN_S, InstanceCopy
+from .instance_copy import FIRST_LOOK_S, LOOK_AGAIN_S, SOON_LOOK_S, InstanceCopy
 from .version import Manifest, ManifestError
 
 if TYPE_CHECKING:
     from .saved import SavedManifest
 
 RETRY_AFTER_FAILURE_S = 5.0
-FIRST_LOOK_S = 0.005  # how soon it looks first (it may only be writing what it fetched), then twice as late each time
-YIELD_EVERY = 20  # entries prepared between two offers of the interpreter lock (about 1.5 ms of work)
 SOON_S = 1.0  # how long a worker serves its copy while another one gets newer news
+LISTING_WAIT_S = 0.5  # how long a worker waits for the tool list another one is writing, rather than make it
 
 
 class ManifestCache:
@@ -68,6 +69,7 @@ class ManifestCache:
         self._asked = -math.inf  # when (time.monotonic()) the gateway was asked what it last answered with a manifest
         self._unsaved: Manifest | None = None  # fetched, and not yet written to ``saved``
         self._save_lock = threading.Lock()
+        self._shared_listings: dict[str, tuple[str, EncodedList]] = {}  # variant -> a content's list, as read
 
     @property
     def current(self) -> Manifest | None:
@@ -79,11 +81,56 @@ class ManifestCache:
         refusal of the key is old enough to ask it again (a refusal it remembers is answered at once)."""
         return self._current is None or (self._rejection is not None and self.clock() >= self._expires)
 
-    def get(self, *, behind: bool = True) -> Manifest:
+    def vouched(self) -> bool:
+        """Whether, with no copy of its own yet, this worker may take the key as accepted: another worker
+        got its manifest from the gateway within the TTL (what it would load and serve meanwhile), or
+        is getting the first one now and does (waited for as long as a fetch may take)."""
+        if self._current is not None or self.instance is None:
+            return False
+        deadline, pause = time.monotonic() + self.gateway.timeout, FIRST_LOOK_S
+        while (known := self.instance.age()) is None:
+            if time.monotonic() >= deadline or not self.instance.fetching():
+                return False
+            time.sleep(pause)
+            pause = min(2 * pause, SOON_LOOK_S)
+        return known[1] < self.ttl  # (an older copy is served while it is revalidated: see get)
+
+    def shared_listing(self, variant: str) -> tuple[str | None, EncodedList] | None:
+        """With no copy of its own yet, the tool list another worker made, the ``variant`` way, of the
+        copy it got from the gateway within the TTL (see :meth:`InstanceCopy.listing`), and its ETag."""
+        if self._current is not None or self.instance is None or self._rejection is not None:
+            return None
+        named = self.instance.named(self.ttl)
+        if named is None:
+            return None
+        etag, content = named
+        kept = self._shared_listings.get(variant)
+        if kept is None or kept[0] != content:
+            listing = self.instance.listing(content, variant, LISTING_WAIT_S)
+            if listing is None:
+                return None
+            kept = self._shared_listings[variant] = (content, listing)
+        return etag, kept[1]
+
+    def claim_listing(self, variant: str, manifest: Manifest | None = None) -> bool:
+        """Whether this worker is to make this key's ``variant`` list (of ``manifest``, once known) for the
+        others: they share a copy, and none of them makes it or made it lately. They wait for it from now
+        (see :meth:`InstanceCopy.claim_listing`)."""
+        return self.instance is not None and self.instance.claim_listing(
+            variant, None if manifest is None else manifest.content)
+
+    def share_listing(self, variant: str, made: tuple[Manifest, EncodedList] | None) -> None:
+        """Give the other workers the list claimed and ``made`` of a manifest (``None``: they have it, or
+        it could not be made)."""
+        assert self.instance is not None
+        self.instance.share_listing(variant, None if made is None else (made[0].content, made[1]))
+
+    def get(self, *, behind: bool = True, accepted: Callable[[], None] | None = None) -> Manifest:
         """The manifest, revalidated first if its TTL ran out (while another thread revalidates it,
         the copy held: a slow gateway keeps one thread waiting, not every request of the tenant; and
         within ``stale_while_revalidate`` of its expiry, nobody waits: the revalidation runs behind,
         unless the caller, itself in the background, would rather wait for it: not ``behind``).
+        ``accepted`` is called as soon as the gateway accepts the key, when this call asks it.
         Raises :class:`KeyRejected` (also from memory, for a while after the gateway said so) or
         :class:`ManifestError`."""
         current = self._current
@@ -107,7 +154,7 @@ class ManifestCache:
                 if self._current is not None:
                     metrics.MANIFEST.labels("hit").inc()
                     return self._current  # another thread refreshed it while we waited
-            return self._refresh()
+            return self._refresh(accepted)
 
     def _adopt_instance_copy(self) -> Manifest | None:
         """With no copy of its own yet, a worker takes the instance's, if another worker's confirmation
@@ -157,11 +204,11 @@ class ManifestCache:
                 self.instance.expire()
             return self._fetch()
 
-    def _refresh(self) -> Manifest:
+    def _refresh(self, accepted: Callable[[], None] | None = None) -> Manifest:
         """Under the fetch lock: the instance's fresh copy, else the gateway's answer (one worker
         asks it; the others wait a moment for that answer, serving what they have meanwhile)."""
         if self.instance is None:
-            return self._fetch()
+            return self._fetch(accepted)
         shared = self._from_instance()
         if shared is not None:
             return shared
@@ -171,7 +218,7 @@ class ManifestCache:
             if shared is not None:
                 return shared
         try:
-            return self._fetch()
+            return self._fetch(accepted)
         finally:
             if claimed:
                 self.instance.release()
@@ -213,7 +260,7 @@ class ManifestCache:
                 return shared
         return None
 
-    def _fetch(self) -> Manifest:
+    def _fetch(self, accepted: Callable[[], None] | None = None) -> Manifest:
         current = self._current
         known = current or self._saved()  # what the gateway is asked about
         etag = known.etag if known else None
@@ -221,9 +268,10 @@ class ManifestCache:
         started, sent = time.perf_counter(), time.monotonic()
         meanwhile = None  # a copy saved by an earlier process is made ready while the gateway is asked about it
         if current is None and known is not None and self.conditional:
-            meanwhile = partial(_prepare_all, known, self.prepare)
+            meanwhile = partial(prepare_all, known.entries, self.prepare)
         try:
-            document = self.gateway.fetch_manifest(etag if self.conditional else None, self.prepare, meanwhile)
+            document = self.gateway.fetch_manifest(etag if self.conditional else None, self.prepare, meanwhile,
+                                                   accepted)
         except KeyRejected as exc:  # no stale copy for a key that is no longer accepted
             self._rejection, self._expires = exc, self.clock() + self.rejection_ttl
             if self.instance is not None:
@@ -305,15 +353,3 @@ class ManifestCache:
                  tenant=self.gateway.key_id).warning("manifest.stale")
         metrics.MANIFEST.labels("stale").inc()
         return current
-
-
-def _prepare_all(manifest: Manifest, prepare: Callable[[dict[str, Any]], tuple[str, dict[str, Any]]]) -> None:
-    """Do for each entry of ``manifest`` what a fetch does for each page's: what ``prepare`` builds
-    (a tool definition, its encodings) stays with the process (while the process keeps it:
-    :data:`interning.KEPT_ENTRIES`), where the catalogue then finds it. Every few entries the
-    interpreter lock is given back: the gateway's answer, read on another thread, would otherwise
-    wait for it at each read (5 ms each time)."""
-    for number, entry in enumerate(manifest.entries):
-        if number % YIELD_EVERY == 0:
-            time.sleep(0)
-        prepare(entry)

@@ -8,6 +8,10 @@ which the store holds once for every key whose manifest it is: a new key with a 
 writes a few bytes, and a thousand keys holding one manifest take its size once. A new content is
 written after the answer that brought it, in parts (:meth:`InstanceCopy._store_content`).
 
+The copy also carries the encoded tool lists its workers made of it (:meth:`InstanceCopy.share_listing`,
+one for each way of listing: policy, client shape, revision), so that another worker answers a
+``tools/list`` for a key it has never seen without building anything.
+
 Answers are recorded in the order their questions were asked, not the order they arrive: an
 answer to a question asked before another worker's (or before a refresh, which may follow a
 publication) never replaces that newer one, so no worker takes the older manifest as fresh.
@@ -21,13 +25,18 @@ import threading
 import time
 from typing import Callable, Iterator
 
+from ..encoding import EncodedList, UnreadList
 from ..store.interface import InstanceStore
 from .version import Manifest
 
 COPIES, CONFIRMED, FETCHING, WRITING = "manifest", "manifest-confirmed", "manifest-fetching", "manifest-writing"
 CONTENTS, STORED = "manifest-content", "manifest-content-stored"  # a manifest's entries, once for every key holding it
 PARTS, PART_ENTRIES = "manifest-content-part", 25  # the content is written in parts of so many entries
+LISTINGS, LISTED = "manifest-listing", "manifest-listing-written"  # "content:variant" -> a tool list's JSON; when
+LISTING = "manifest-listing-making"  # "key digest:variant" -> the worker making that list
 LOOK_AGAIN_S = 0.05  # how often a worker looks whether another one's fetch has landed
+FIRST_LOOK_S = 0.005  # how soon it looks first (the other may only be writing it), then twice as late each time
+SOON_LOOK_S = 0.01  # how often, at most, a worker looks for what another is about to write (its word, a list)
 KEPT_S = 3600.0  # how long after its last confirmation the instance keeps a tenant's copy
 WRITE_WAIT_S = 1.0  # how long a worker waits to write the instance's copy while another one does
 WRITE_HELD_S = 30.0  # how long that turn lasts at most (a worker that died holding it)
@@ -59,6 +68,52 @@ class InstanceCopy:
         if confirmed is None or confirmed.get("expired"):
             return None
         return confirmed["etag"], self.clock() - confirmed["at"]
+
+    def named(self, within: float) -> tuple[str | None, str] | None:
+        """The ETag and content of the copy the gateway gave within ``within`` seconds, if any."""
+        known = self.age()
+        if known is None or known[1] >= within:
+            return None
+        copy = self.store.get(COPIES, self.digest)
+        if copy is None or copy["etag"] != known[0] or "content" not in copy:  # (a copy of before: whole)
+            return None
+        return copy["etag"], copy["content"]
+
+    def listing(self, content: str, variant: str, wait: float) -> UnreadList | None:
+        """The tool list a worker made of the manifest ``content``, listed the ``variant`` way, if one did
+        (one a worker of this key is making is waited for, ``wait`` seconds at most)."""
+        deadline, pause = time.monotonic() + wait, FIRST_LOOK_S
+        while True:
+            made = self.store.get(LISTINGS, f"{content}:{variant}")
+            if made is not None:
+                return UnreadList(made["tools"].encode(), made["count"])
+            if time.monotonic() >= deadline or self.store.get(LISTING, f"{self.digest}:{variant}") is None:
+                return None
+            time.sleep(pause)
+            pause = min(2 * pause, SOON_LOOK_S)
+
+    def claim_listing(self, variant: str, content: str | None = None) -> bool:
+        """Become the worker that makes this key's ``variant`` list for the others, who wait a moment
+        for it from now on; ``False``: another one is making it, or (``content`` known) one made it lately."""
+        if content is not None and self.store.get(LISTED, f"{content}:{variant}") is not None:
+            return False
+        return self.store.add(LISTING, f"{self.digest}:{variant}", os.getpid(), WRITE_HELD_S)
+
+    def share_listing(self, variant: str, made: tuple[str, EncodedList] | None) -> None:
+        """Give the others the list claimed: a manifest's content and the list ``made`` of it (``None``:
+        none could be made), in the background (a megabyte for a big manifest), unless one was lately;
+        kept half as long again as a copy, and written again after a copy's time."""
+        def write() -> None:
+            try:
+                if made is not None and self.store.add(LISTED, f"{made[0]}:{variant}", True, KEPT_S):
+                    content, listing = made
+                    if not self.store.put(LISTINGS, f"{content}:{variant}", {
+                            "count": len(listing), "tools": listing.raw.decode()}, KEPT_S * 1.5):
+                        self.store.delete(LISTED, f"{content}:{variant}")
+            finally:
+                self.store.delete(LISTING, f"{self.digest}:{variant}")
+
+        self._in_background(write)
 
     def load(self) -> Manifest | None:
         copy = self.store.get(COPIES, self.digest)

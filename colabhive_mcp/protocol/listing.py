@@ -20,16 +20,12 @@ from .request import Request
 
 def tools_list(request: Request, config: Config) -> dict[str, Any]:
     try:
-        catalog = request.tenant.catalog(request.profile)
+        listing, etag = _listing(request)
     except ManifestError as exc:
         raise JsonRpcError(INTERNAL_ERROR, f"Cannot load the ColabHive tool list: {exc}") from None
-    listing = catalog.listing(request.version)
-    if request.narrow is not None:
-        listing = [t for t in listing if request.narrow.refusal(catalog.by_name[t["name"]].entry,
-                                                                catalog.by_name[t["name"]].builtin) is None]
     variant = profiles.lists_differently(request.profile, config)
     shape = ".".join(map(str, profiles.listing_shape(request.profile))) if variant else ""
-    fingerprint = f"{catalog.manifest.etag or ''}|{len(listing)}|{shape}"
+    fingerprint = f"{etag or ''}|{len(listing)}|{shape}"
     start = _read_cursor(request.params.get("cursor"), fingerprint)
     end = start + config.tools_page_size
     whole = start == 0 and end >= len(listing)  # the common case: the cached, pre-encoded list as it is
@@ -40,6 +36,17 @@ def tools_list(request: Request, config: Config) -> dict[str, Any]:
         cacheable = request.narrow is None and not profiles.lists_by_client(config)
         result.update(ttlMs=int(config.manifest_ttl * 1000) if cacheable else 0, cacheScope="private")
     return result
+
+
+def _listing(request: Request) -> tuple[list[dict[str, Any]], str | None]:
+    """The tools this request is shown (those its narrowing header leaves), and its manifest's ETag."""
+    narrow = request.narrow
+    if narrow is None:
+        return request.tenant.listing(request.profile, request.version)
+    catalog = request.tenant.catalog(request.profile)
+    by_name = catalog.by_name
+    return [t for t in catalog.listing(request.version)
+            if narrow.refusal(by_name[t["name"]].entry, by_name[t["name"]].builtin) is None], catalog.manifest.etag
 
 
 def _make_cursor(offset: int, fingerprint: str) -> str:

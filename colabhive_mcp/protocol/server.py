@@ -198,7 +198,9 @@ class Server:
                                         profile=profiles.for_client(envelope.client_info, self.config),
                                         log_level=envelope.log_level))
         if row.opens:
-            return lifecycle.initialize(frame.params, session, self.config, self.context.list_changed)
+            answer = lifecycle.initialize(frame.params, session, self.config, self.context.list_changed)
+            tenant.list_ahead(profiles.for_client(session.client_info, self.config), answer["protocolVersion"])
+            return answer
         if not row.legacy:
             raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {frame.method}")
         if session.version is None:

@@ -10,15 +10,17 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+from functools import lru_cache
 from typing import Any, Callable, NamedTuple
 
-from .. import metrics
+from .. import __version__, metrics
+from ..ahead import Ahead
 from ..calls import results
 from ..calls.call import CallOptions, ToolCall
 from ..calls.polling import Backoff, follow
 from ..catalog.builtin_tools import ENTRIES as BUILTINS
 from ..catalog.policy import Policy
-from ..catalog.profiles import UNKNOWN, Profile
+from ..catalog.profiles import UNKNOWN, Profile, listing_shape
 from ..catalog.tools import Catalog, Tool, prepared
 from ..errors import BUSY_RETRY_S, INVALID_PARAMS, ColabHiveError
 from ..gateway.client import Gateway, GatewayError
@@ -30,6 +32,7 @@ from ..manifest.cache import ManifestCache
 from ..manifest.instance_copy import InstanceCopy
 from ..manifest.saved import SavedManifest
 from ..manifest.version import Manifest, ManifestError, load_snapshot
+from ..revisions import revision
 from ..settings import upgrade
 from ..settings.config import Config
 from .limits import LimitReached
@@ -110,6 +113,8 @@ class Tenant:
         self.policy = Policy.from_config(config)
         self.backoff = Backoff(initial=config.poll_initial, maximum=config.poll_max_interval)
         self._catalogs: dict[str, Catalog] = {}  # per client profile, for the current manifest
+        self._making = threading.Lock()  # held by the thread making a list or catalogue behind the answers
+        self._listed: set[tuple[str, str]] = set()  # (content, variant): the lists this tenant has made
 
     def close(self) -> None:
         self.gateway.close()
@@ -121,11 +126,30 @@ class Tenant:
 
     def verify(self) -> None:
         """Ask the gateway whether it accepts this key (by fetching the manifest, which is then
-        cached): raises :class:`KeyRejected` if not, and :class:`LimitReached` when it cannot tell
+        cached: its first page is the gateway's yes, and the rest is read behind it): raises :class:`KeyRejected` if not, and :class:`LimitReached` when it cannot tell
         now (it fails, or limits the manifest's route). A last good copy of this key's manifest
-        (the gateway's yes within the hour) is a yes."""
+        (the gateway's yes within the hour) is a yes; so is another worker's copy within its TTL,
+        which is not even read until something needs it (:meth:`listing` may not)."""
+        if self.manifest.vouched():
+            return
+        verdict, accepted = threading.Event(), threading.Event()  # the first set before the second
+
+        def yes() -> None:
+            accepted.set()
+            verdict.set()
+
+        def get() -> None:
+            try:
+                self.manifest.get(accepted=yes)
+            finally:
+                verdict.set()
+
+        fetch = Ahead(get, "manifest-verify")  # once its first page is in, the manifest is read behind the answer
+        verdict.wait()
+        if accepted.is_set():
+            return
         try:
-            self.manifest.get()
+            fetch.result()
         except ManifestError as exc:
             raise LimitReached(f"ColabHive cannot check this API key just now ({exc}); try again shortly.",
                                exc.retry_after or BUSY_RETRY_S) from exc
@@ -214,11 +238,75 @@ class Tenant:
         except GatewayError as exc:
             raise Unreachable.of(exc, f"cannot reach ColabHive to stop it: {exc.message}") from exc
 
+    def listing(self, profile: Profile, version: str) -> tuple[list[dict[str, Any]], str | None]:
+        """What ``tools/list`` shows this client profile, spelled as ``version`` says, and the ETag of its
+        manifest: from this worker's catalogue, made once per manifest version and given to the other
+        workers; or, while this worker holds no copy of the manifest, the list one of them made of the
+        copy they share (nothing is built). Raises :class:`ManifestError` and :class:`KeyRejected`."""
+        variant = listing_variant(self.policy, profile, version)
+        if profile.name not in self._catalogs:
+            shared = self.manifest.shared_listing(variant)
+            if shared is not None:
+                return shared[1], shared[0]
+        return self._made_listing(profile, version, variant, claimed=False)
+
+    def list_ahead(self, profile: Profile, version: str) -> None:
+        """Make the list a client is about to ask for (it has just said who it is) on a thread of its own,
+        while its answer goes out and the next request comes in, perhaps to another worker, which waits
+        for this one's list from now on rather than make its own."""
+        variant = listing_variant(self.policy, profile, version)
+        claimed = self.manifest.claim_listing(variant)
+        if not self._behind(lambda: self._made_listing(profile, version, variant, claimed)) and claimed:
+            self.manifest.share_listing(variant, None)  # (the list under way is this worker's own: it is shared)
+
+    def _made_listing(self, profile: Profile, version: str, variant: str,
+                      claimed: bool) -> tuple[list[dict[str, Any]], str | None]:
+        """The list this worker makes, given to the others the first time this tenant makes it when it is
+        ``claimed`` (or claimed now: the others wait for it meanwhile, and no longer once it fails)."""
+        made = None
+        try:
+            manifest = self.manifest.get()
+            new = (manifest.content, variant) not in self._listed
+            if new:
+                self._listed = {done for done in self._listed if done[0] == manifest.content} | {(manifest.content, variant)}
+                claimed = claimed or self.manifest.claim_listing(variant, manifest)
+            listing = self._catalog(manifest, profile).listing(version)
+            made = (manifest, listing) if new else None
+        finally:
+            if claimed:
+                self.manifest.share_listing(variant, made)
+        return listing, manifest.etag
+
+    def _behind(self, make: Callable[[], object]) -> bool:
+        """Do ``make`` on a thread of its own, unless such a thread is at work already (what it makes, a
+        catalogue, serves both): whether it does. A manifest it cannot get is the next request's to hear of."""
+        if not self._making.acquire(blocking=False):
+            return False
+
+        def run() -> None:
+            try:
+                make()
+            except (ManifestError, KeyRejected):
+                pass
+            except Exception:  # a bug: logged, and the next request does it again
+                log.bind(tenant=self.key_id).exception("tenant.background_failed")
+            finally:
+                self._making.release()
+
+        try:
+            threading.Thread(target=run, name="tenant-behind", daemon=True).start()
+        except BaseException:
+            self._making.release()
+            raise
+        return True
+
     def catalog(self, profile: Profile = UNKNOWN) -> Catalog:
         """The tools of the current manifest for this client profile: built once per manifest content
         (its ETag and every entry), policy and profile, and shared with every tenant of this process
         whose manifest is the same (never with one whose manifest differs, whatever its ETag)."""
-        manifest = self.manifest.get()
+        return self._catalog(self.manifest.get(), profile)
+
+    def _catalog(self, manifest: Manifest, profile: Profile) -> Catalog:
         catalog = self._catalogs.get(profile.name)
         if catalog is None or catalog.manifest.content != manifest.content or catalog.profile != profile:
             catalog = interning.held(("catalog", manifest.content, self.policy, profile),
@@ -281,3 +369,10 @@ class Tenant:
         except LimitReached as exc:
             metrics.ERRORS.labels("tenant_limit").inc()
             return results.error_result(exc.message)
+
+
+@lru_cache(maxsize=64)
+def listing_variant(policy: Policy, profile: Profile, version: str) -> str:
+    """How a tool list is made, named alike by every worker of an instance (and by none of another
+    release): the policy, what of the client's profile shapes the list, the revision's fields."""
+    return interning.digest(repr((__version__, policy, listing_shape(profile), revision(version).tool_fields)))

@@ -226,7 +226,7 @@ class Publisher:
         self._held = threading.Event(), threading.Event()
         return self._held
 
-    def fetch_manifest(self, etag=None, prepare=None, meanwhile=None):
+    def fetch_manifest(self, etag=None, prepare=None, meanwhile=None, accepted=None):
         if meanwhile is not None:
             meanwhile()
         version, held, self._held = self.version, self._held, None
@@ -278,7 +278,7 @@ def test_a_refresh_since_a_moment_asks_again_unless_a_question_asked_after_it_wa
     class Counting(Publisher):
         asked, rejects = 0, False
 
-        def fetch_manifest(self, etag=None, prepare=None, meanwhile=None):
+        def fetch_manifest(self, etag=None, prepare=None, meanwhile=None, accepted=None):
             self.asked += 1
             if self.rejects:
                 raise KeyRejected(401, "revoked")
@@ -306,7 +306,7 @@ def test_the_cache_says_when_a_get_would_wait_for_the_gateway():
     class Refusing(Publisher):
         rejects = False
 
-        def fetch_manifest(self, etag=None, prepare=None, meanwhile=None):
+        def fetch_manifest(self, etag=None, prepare=None, meanwhile=None, accepted=None):
             if self.rejects:
                 raise KeyRejected(401, "revoked")
             return super().fetch_manifest(etag, prepare, meanwhile)

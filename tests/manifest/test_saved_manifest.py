@@ -163,7 +163,7 @@ def test_the_saved_manifests_tools_are_made_while_the_gateway_is_asked_about_it(
     class NotModified:
         key_id, built_when_answered = "k", None
 
-        def fetch_manifest(self, etag=None, prepare=None, meanwhile=None):
+        def fetch_manifest(self, etag=None, prepare=None, meanwhile=None, accepted=None):
             if meanwhile is not None:
                 meanwhile()
             self.built_when_answered = len(built)
