@@ -441,6 +441,7 @@ def new_key(sandbox: Upstream) -> str:
 
 
 NEXT_LISTS = 6  # the same key's lists after its first, each on a new connection: some reach the other worker
+PAST_TTL_S = 3600.0  # how long ago the gateway confirmed a saved manifest that must be asked about first
 
 
 def legacy_request(url: str, key: str, method: str, request_id: int | None, session_id: str | None = None,
@@ -535,9 +536,16 @@ def saved_manifest(sandbox: Upstream) -> str:
     return cache_home
 
 
-def saved_list_trial(cache_home: str) -> Callable[..., dict[str, Any]]:
-    """:func:`stdio_list_trial` of a later start: the manifest saved in ``cache_home`` by an earlier one."""
-    return lambda sandbox, baseline=None: stdio_list_trial(sandbox, baseline, cache_home)
+def saved_list_trial(cache_home: str, age: float = 0.0) -> Callable[..., dict[str, Any]]:
+    """:func:`stdio_list_trial` of a later start: the manifest saved in ``cache_home`` by an earlier one,
+    which the gateway last confirmed ``age`` seconds before (within the TTL, its list answers the first
+    ``tools/list``; past it, the gateway is asked about it first)."""
+    def trial(sandbox: Upstream, baseline: str | None = None) -> dict[str, Any]:
+        for path in Path(cache_home, "colabhive-mcp").iterdir():
+            os.utime(path, (time.time() - age,) * 2)
+        return stdio_list_trial(sandbox, baseline, cache_home)
+
+    return trial
 
 
 def cold_runs(trial: Callable[..., dict[str, Any]], sandbox: Upstream, trials: int,
@@ -630,11 +638,17 @@ def measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             "overhead_stdio": lambda: median_run([bench_overhead_stdio(sandbox, n) for _ in range(repeat)],
                                                  "added_p50_ms"),
             "tools_list_warm": lambda: bench_tools_list(sandbox, n),
-            "new_tenant_first_list": lambda: cold("new_tenant_first_list", new_tenant_trial, sandbox),
-            "stdio_first_list": lambda: cold("stdio_first_list", saved_list_trial(saved_manifest(sandbox)), sandbox),
+            "hosted_first_list": lambda: cold("hosted_first_list", new_tenant_trial, sandbox),
+            "stdio_first_list_fresh": lambda: cold("stdio_first_list_fresh", saved_list_trial(saved_manifest(sandbox)),
+                                                   sandbox),
+            "stdio_first_list_aged": lambda: cold("stdio_first_list_aged", saved_list_trial(saved_manifest(sandbox),
+                                                                                            PAST_TTL_S), sandbox),
             "stdio_first_list_unsaved": lambda: cold("stdio_first_list_unsaved", stdio_list_trial, sandbox),
-            "new_tenant_first_list_stub": lambda: cold("new_tenant_first_list_stub", new_tenant_trial, stub),
-            "stdio_first_list_stub": lambda: cold("stdio_first_list_stub", saved_list_trial(saved_manifest(stub)), stub),
+            "hosted_first_list_stub": lambda: cold("hosted_first_list_stub", new_tenant_trial, stub),
+            "stdio_first_list_fresh_stub": lambda: cold("stdio_first_list_fresh_stub",
+                                                        saved_list_trial(saved_manifest(stub)), stub),
+            "stdio_first_list_aged_stub": lambda: cold("stdio_first_list_aged_stub",
+                                                       saved_list_trial(saved_manifest(stub), PAST_TTL_S), stub),
             "stdio_first_list_unsaved_stub": lambda: cold("stdio_first_list_unsaved_stub", stdio_list_trial, stub),
             "cold_tools_list_100_threads": lambda: bench_cold_list(sandbox, 100),
             "churn": lambda: bench_churn(sandbox, 40 if args.quick else 1000, 2, 10 if args.quick else 100),

@@ -23,7 +23,10 @@ HEADLINES = {  # figure -> (label, how to read it from a results file, unit)
                   lambda r: r["throughput_8_clients"]["server"]["cpu_us_per_call"]["server"] / 1000, "ms"),
     "tools_list_warm": ("warm tools/list, p50", lambda r: r["server_ms"]["p50"], "ms"),
     "new_tenant_first_list": ("new tenant: initialize → first tools/list, p50", lambda r: r["p50"], "ms"),
+    "hosted_first_list": ("hosted, new key, new connections: → first tools/list, p50", lambda r: r["p50"], "ms"),
     "stdio_first_list": ("stdio: spawn → first tools/list, p50", lambda r: r["p50"], "ms"),
+    "stdio_first_list_fresh": ("stdio: the same, saved within its TTL, p50", lambda r: r["p50"], "ms"),
+    "stdio_first_list_aged": ("stdio: the same, saved past its TTL, p50", lambda r: r["p50"], "ms"),
     "stdio_first_list_unsaved": ("stdio: the same, nothing saved, p50", lambda r: r["p50"], "ms"),
     "tenancy": ("RSS added by the tenants", lambda r: r["rss_added_mb"], "MB"),
     "distinct_manifests": ("RSS kept for manifests let go", lambda r: r["rss_added_mb"][-1], "MB"),
@@ -128,19 +131,27 @@ def render_table(results: dict[str, Any], source: str) -> str:
 
 
 COLD_ROWS = {  # the cold paths, measured in fresh processes with the 1 MB manifest
-    "new_tenant_first_list": "hosted, a new key: ``initialize`` → ``initialized`` → first ``tools/list``, a fresh server at "
-                             "its defaults, each request on a new connection",
+    "new_tenant_first_list": "a new tenant's ``initialize`` → first ``tools/list``, hosted, fresh process",
     "stdio_first_list": "stdio: spawn → ``initialize`` → first ``tools/list`` (the manifest saved by an earlier start)",
     "stdio_first_list_unsaved": "stdio: the same at a first start (nothing saved)",
     "new_tenant_first_list_stub": "the new tenant's, on a gateway with the manifest ready (``stub_gateway.py``)",
     "stdio_first_list_stub": "stdio, the manifest saved, on that gateway",
     "stdio_first_list_unsaved_stub": "stdio at a first start, on that gateway",
+    # since 2026-12-07: as a host's first contact is, each request on a new connection, ``initialized`` too
+    "hosted_first_list": "hosted, a new key: ``initialize`` → ``initialized`` → first ``tools/list``, each request on a "
+                         "new connection, a fresh server at its defaults",
+    "hosted_first_list_stub": "the same, on a gateway with the manifest ready (``stub_gateway.py``)",
+    "stdio_first_list_fresh": "stdio: spawn → ``initialize`` → first ``tools/list``, the manifest an earlier start saved "
+                              "younger than its TTL (its saved list answers)",
+    "stdio_first_list_aged": "stdio: the same, the saved manifest past its TTL (the gateway is asked about it first)",
+    "stdio_first_list_fresh_stub": "stdio, the saved manifest within its TTL, on that gateway",
+    "stdio_first_list_aged_stub": "stdio, the saved manifest past its TTL, on that gateway",
 }
 
 
-NEXT_ROWS = {  # after a new tenant's first list: the slowest of the key's next lists (another worker's first)
-    "new_tenant_first_list": "the same key's next six ``tools/list``, each on a new connection: the slowest",
-    "new_tenant_first_list_stub": "the same key's next six, on that gateway: the slowest",
+NEXT_ROWS = {  # after a new key's first list: the slowest of the key's next lists (another worker's first)
+    "hosted_first_list": "the same key's next six ``tools/list``, each on a new connection: the slowest",
+    "hosted_first_list_stub": "the same key's next six, on that gateway: the slowest",
 }
 
 

@@ -6,9 +6,9 @@
 
 The cold paths of ``bench.py``: a new tenant's ``initialize`` → first ``tools/list`` in a fresh
 hosted server at its default workers, warmed with keyless requests, each request on a new connection
-(``new_tenant_first_list``; every worker is profiled), and a stdio server's spawn → ``initialize`` → first ``tools/list`` at a first start
+(``hosted_first_list``; every worker is profiled), and a stdio server's spawn → ``initialize`` → first ``tools/list`` at a first start
 (``stdio_first_list_unsaved``) or, with ``--path stdio-saved``, with the manifest an earlier start
-saved (``stdio_first_list``). Every thread of the server is profiled with ``cProfile`` on the wall clock (the
+saved, within its TTL (``stdio_first_list_fresh``). Every thread of the server is profiled with ``cProfile`` on the wall clock (the
 request threads, and every thread started meanwhile, e.g. the stdio manifest fetch): time spent
 waiting for the gateway or the interpreter lock counts where it is spent, since that is what the
 client waits for. The hosted worker's keyless warm-up is not profiled; the stdio process is profiled

@@ -23,10 +23,12 @@ def test_the_benchmarks_run(tmp_path):
     assert figures["throughput_8_clients"]["server"]["errors"] == 0
     assert figures["floor"]["throughput_8_clients"]["server"]["errors"] == 0  # the stack's floor answers too
     assert figures["tools_list_warm"]["tools"] > 300
-    assert figures["new_tenant_first_list"]["tools"] > 300 and figures["stdio_first_list"]["tools"] > 300
-    assert figures["stdio_first_list_unsaved"]["tools"] == figures["stdio_first_list"]["tools"]
-    for name in ("new_tenant_first_list", "stdio_first_list", "stdio_first_list_unsaved"):  # the stub's manifest is the
-        assert figures[name + "_stub"]["tools"] == figures["stdio_first_list"]["tools"]  # sandbox's for the demo key
+    tools = figures["stdio_first_list_unsaved"]["tools"]
+    assert figures["hosted_first_list"]["tools"] > 300 and tools > 300
+    assert figures["hosted_first_list"]["next"]["p50"] > 0  # the key's next lists (the other worker's first)
+    assert figures["stdio_first_list_fresh"]["tools"] == figures["stdio_first_list_aged"]["tools"] == tools
+    for name in ("hosted_first_list", "stdio_first_list_fresh", "stdio_first_list_aged", "stdio_first_list_unsaved"):
+        assert figures[name + "_stub"]["tools"] == tools  # the stub's manifest is the sandbox's for the demo key
     churn = figures["churn"]
     assert len(churn["batches"]) == churn["laps"] * churn["keys"] // churn["batch"]
     assert churn["store_mb"]["last"] - churn["store_mb"]["first"] < 5  # the 1 MB manifest is stored once, not per key

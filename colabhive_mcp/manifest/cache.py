@@ -69,7 +69,9 @@ class ManifestCache:
         self._asked = -math.inf  # when (time.monotonic()) the gateway was asked what it last answered with a manifest
         self._unsaved: Manifest | None = None  # fetched, and not yet written to ``saved``
         self._save_lock = threading.Lock()
-        self._shared_listings: dict[str, tuple[str, EncodedList]] = {}  # variant -> a content's list, as read
+        self._shared_listings: dict[str, tuple[str | None, str | None, EncodedList]] = {}  # variant -> a list as read:
+        # (the content, the ETag of the manifest) it was made of
+        self._unsaved_listings: dict[str, tuple[str | None, EncodedList]] = {}  # made of the manifest saved, not yet written
 
     @property
     def current(self) -> Manifest | None:
@@ -95,22 +97,43 @@ class ManifestCache:
             pause = min(2 * pause, SOON_LOOK_S)
         return known[1] < self.ttl  # (an older copy is served while it is revalidated: see get)
 
-    def shared_listing(self, variant: str) -> tuple[str | None, EncodedList] | None:
-        """With no copy of its own yet, the tool list another worker made, the ``variant`` way, of the
-        copy it got from the gateway within the TTL (see :meth:`InstanceCopy.listing`), and its ETag."""
-        if self._current is not None or self.instance is None or self._rejection is not None:
+    def shared_listing(self, variant: str, wait: bool = True) -> tuple[str | None, EncodedList] | None:
+        """With no copy of its own yet, a tool list made the ``variant`` way of a manifest the gateway gave
+        within the TTL, and its ETag: another worker's (see :meth:`InstanceCopy.listing`; one it is making
+        is waited for a moment, if ``wait``), or an earlier start's (see :meth:`SavedManifest.listing`)."""
+        if self._current is not None or self._rejection is not None:
             return None
-        named = self.instance.named(self.ttl)
-        if named is None:
-            return None
-        etag, content = named
         kept = self._shared_listings.get(variant)
-        if kept is None or kept[0] != content:
-            listing = self.instance.listing(content, variant, LISTING_WAIT_S)
-            if listing is None:
+        if self.instance is not None:
+            named = self.instance.named(self.ttl)
+            if named is None:
                 return None
-            kept = self._shared_listings[variant] = (content, listing)
-        return etag, kept[1]
+            etag, content = named
+            if kept is None or kept[0] != content:
+                try:  # (one read for every tenant and thread of the process that wants it, while one holds it)
+                    listing = interning.held(("listing", content, variant),
+                                             partial(self._instance_listing, content, variant, wait))
+                except LookupError:
+                    return None
+                kept = self._shared_listings[variant] = (content, etag, listing)
+        elif kept is None and self.saved is not None:
+            saved = self.saved.listing(variant, self.ttl)
+            if saved is None:
+                return None
+            kept = self._shared_listings[variant] = (None, *saved)
+        return None if kept is None else (kept[1], kept[2])
+
+    def _instance_listing(self, content: str, variant: str, wait: bool) -> EncodedList:
+        assert self.instance is not None
+        listing = self.instance.listing(content, variant, LISTING_WAIT_S if wait else 0)
+        if listing is None:
+            raise LookupError(f"no {variant} list of {content}")
+        return listing
+
+    @property
+    def listed_etag(self) -> str | None:
+        """The ETag of the manifest whose list another worker or an earlier start made was answered, if one was."""
+        return next((etag for _, etag, _ in self._shared_listings.values()), None)
 
     def claim_listing(self, variant: str, manifest: Manifest | None = None) -> bool:
         """Whether this worker is to make this key's ``variant`` list (of ``manifest``, once known) for the
@@ -119,11 +142,16 @@ class ManifestCache:
         return self.instance is not None and self.instance.claim_listing(
             variant, None if manifest is None else manifest.content)
 
-    def share_listing(self, variant: str, made: tuple[Manifest, EncodedList] | None) -> None:
-        """Give the other workers the list claimed and ``made`` of a manifest (``None``: they have it, or
-        it could not be made)."""
-        assert self.instance is not None
-        self.instance.share_listing(variant, None if made is None else (made[0].content, made[1]))
+    def made_listing(self, variant: str, made: tuple[Manifest, EncodedList] | None, claimed: bool) -> None:
+        """A list made the ``variant`` way of a manifest (``None``: none could be made, or it was made
+        before): the other workers get it when this worker ``claimed`` it; the next start, when the
+        manifest is the one saved, with the next :meth:`save`."""
+        if claimed:
+            assert self.instance is not None
+            self.instance.share_listing(variant, None if made is None else (made[0].content, made[1]))
+        if made is not None and self.saved is not None and made[0] is self._current:
+            with self._save_lock:
+                self._unsaved_listings[variant] = (made[0].etag, made[1])
 
     def get(self, *, behind: bool = True, accepted: Callable[[], None] | None = None) -> Manifest:
         """The manifest, revalidated first if its TTL ran out (while another thread revalidates it,
@@ -310,12 +338,13 @@ class ManifestCache:
         return self._current
 
     def save(self) -> None:
-        """Write the manifest fetched last to ``saved``, unless it is there already (a caller does this
-        once its answer is out: 1 MB of JSON then costs the answer nothing)."""
+        """Write the manifest fetched last to ``saved``, unless it is there already, and the lists made of
+        it (a caller does this once its answer is out: 1 MB of JSON then costs the answer nothing)."""
         with self._save_lock:
             manifest, self._unsaved = self._unsaved, None
-            if manifest is not None and self.saved is not None:
-                self.saved.save(manifest)
+            listings, self._unsaved_listings = self._unsaved_listings, {}
+            if (manifest is not None or listings) and self.saved is not None:
+                self.saved.save(manifest, listings)
 
     def _saved(self) -> Manifest | None:
         """The copy saved on disk by an earlier process, before this one has any (unless pinned elsewhere)."""

@@ -7,10 +7,15 @@ the last one fetched is kept in ``$XDG_CACHE_HOME/colabhive-mcp`` (by default
 first fetch sends its ETag, and a 304 spares the download (the pages of a 1 MB manifest). A file
 no start has used for :data:`UNUSED_DAYS` days is deleted when another is written.
 
-The copy on disk is a question to the gateway, never an answer: it is served only once the gateway
-says it is current. When the gateway fails, the server answers as it would with nothing on disk;
-when it refuses the key, the file is deleted. A file or directory that is not this user's alone is
-not used, nor is one that cannot be read as a manifest (the next fetch writes it afresh).
+Beside it are the tool lists made of it (``manifest-….list-<variant>.json``: one per way of listing,
+see :func:`colabhive_mcp.tenants.tenant.listing_variant`), each its count and JSON as it was sent.
+While the gateway's last word on the manifest (its fetch, or a 304 since) is younger than
+``manifest_ttl``, that list is the answer to the first ``tools/list`` of the next start, as a running
+process's copy would be: nothing is asked or built first (the gateway is asked behind it). Older, the
+copy on disk is a question to the gateway, never an answer: it is served only once the gateway says
+it is current. When the gateway fails, the server answers as it would with nothing on disk; when it
+refuses the key, the files are deleted. A file or directory that is not this user's alone is not
+used, nor is one that cannot be read as a manifest (the next fetch writes it afresh).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..encoding import EncodedList, UnreadList
 from ..keys import ApiKey
 from ..logs import log
 from ..settings.config import Config
@@ -59,52 +65,107 @@ class SavedManifest:
 
     def load(self) -> Manifest | None:
         """The manifest saved last, if there is one this user alone could have written."""
-        try:
-            if private_dir_problems(str(self.path.parent)):
-                return None
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
+        found = _read(self.path)
+        if found is None:
             return None
         try:
-            with os.fdopen(fd, "rb") as file:
-                found = os.fstat(file.fileno())
-                if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid() or found.st_mode & 0o077:
-                    return None
-                data = json.loads(file.read())
-        except (OSError, ValueError):
+            return _manifest(json.loads(found[0]))
+        except ValueError:
             return None
-        return _manifest(data)
 
-    def save(self, manifest: Manifest) -> None:
-        """Keep ``manifest`` for the next start (written whole, then renamed over the last one)."""
+    def listing(self, variant: str, within: float) -> tuple[str, UnreadList] | None:
+        """The ``variant`` list made of the saved manifest, and its ETag, while the gateway's last word on
+        that manifest is younger than ``within`` seconds (by the clock of the machine, which outlives a
+        start); ``None`` when there is none so young (or none this user alone could have written)."""
+        found = _read(self._listing_path(variant), within)
+        if found is None:
+            return None
+        head, _, tools = found[0].partition(b"\n")
+        try:
+            facts = json.loads(head)
+            return facts["etag"], UnreadList(tools, facts["count"])
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def save(self, manifest: Manifest | None, listings: dict[str, tuple[str | None, EncodedList]]) -> None:
+        """Keep a new ``manifest`` for the next start and the ``listings`` made of the saved one (variant:
+        its ETag and the list), each written whole, then renamed over the last one (a new manifest's
+        lists replace all of the old one's)."""
         directory = self.path.parent
-        temporary = directory / f".{self.path.name}.{os.getpid()}"
         try:
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             problems = private_dir_problems(str(directory))
             if problems:
                 log.bind(path=str(directory), problem=" and ".join(problems)).warning("manifest.not_saved")
                 return
-            body = json.dumps({"etag": manifest.etag, "entries": manifest.entries}, separators=(",", ":")).encode()
+            if manifest is not None:
+                self._lists_go()
+                self._write(self.path, json.dumps({"etag": manifest.etag, "entries": manifest.entries},
+                                                  separators=(",", ":")).encode())
+            for variant, (etag, listing) in listings.items():
+                head = json.dumps({"etag": etag, "count": len(listing)}).encode()
+                self._write(self._listing_path(variant), head + b"\n" + listing.raw)
+            if manifest is not None:
+                _prune(directory)
+        except OSError as exc:
+            log.bind(path=str(self.path), error=exc.strerror).warning("manifest.not_saved")
+
+    def used(self) -> None:
+        """The gateway said the saved manifest is current: it (and what was made of it) was used now."""
+        for path in (self.path, *self._lists()):
+            with contextlib.suppress(OSError):
+                os.utime(path)
+
+    def forget(self) -> None:
+        """Delete the saved manifest and its lists (the gateway refused the key)."""
+        self._lists_go()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+    def _write(self, path: Path, body: bytes) -> None:
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        try:
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             with os.fdopen(fd, "wb") as file:
                 file.write(body)
-            os.replace(temporary, self.path)
-            _prune(directory)
-        except OSError as exc:
-            log.bind(path=str(self.path), error=exc.strerror).warning("manifest.not_saved")
+            os.replace(temporary, path)
+        except OSError:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
+            raise
 
-    def used(self) -> None:
-        """The gateway said the saved manifest is current: it was used now."""
-        with contextlib.suppress(OSError):
-            os.utime(self.path)
+    def _listing_path(self, variant: str) -> Path:
+        return self.path.with_name(f"{self.path.stem}.list-{variant[:32]}.json")
 
-    def forget(self) -> None:
-        """Delete the saved manifest (the gateway refused the key)."""
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
+    def _lists(self) -> list[Path]:
+        return list(self.path.parent.glob(f"{self.path.stem}.list-*.json"))
+
+    def _lists_go(self) -> None:
+        for path in self._lists():
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def _read(path: Path, within: float | None = None) -> tuple[bytes, float] | None:
+    """What a file holds and how old it is, if this user alone could have written it (and, given
+    ``within``, it was written or used less than that many seconds ago)."""
+    try:
+        if private_dir_problems(str(path.parent)):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as file:
+            found = os.fstat(file.fileno())
+            if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid() or found.st_mode & 0o077:
+                return None
+            age = time.time() - found.st_mtime
+            if within is not None and not 0 <= age < within:
+                return None
+            return file.read(), age
+    except OSError:
+        return None
 
 
 def _prune(directory: Path) -> None:

@@ -8,6 +8,7 @@ gateway or its manifest: it starts, follows and stops work, revalidates and watc
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 import threading
 from functools import lru_cache
@@ -170,14 +171,17 @@ class Tenant:
 
     def watch(self, stop: threading.Event, on_change: Callable[[], None]) -> None:
         """Until ``stop`` is set: revalidate the manifest as it expires, and call ``on_change``
-        whenever a new version arrives (its filters are re-applied on the next list)."""
-        seen = self.manifest.current
-        while not stop.wait(max(self.config.manifest_ttl, MIN_WATCH_S)):
+        whenever a new version arrives (its filters are re-applied on the next list), or when the list
+        answered before was made of another (by another worker or an earlier start)."""
+        seen: Manifest | str | None = self.manifest.current or self.manifest.listed_etag
+        pause = 0.0 if isinstance(seen, str) else max(self.config.manifest_ttl, MIN_WATCH_S)  # a list made elsewhere
+        while not stop.wait(pause):  # was answered: whether it is still the gateway's is asked at once
+            pause = max(self.config.manifest_ttl, MIN_WATCH_S)
             try:
                 manifest = self.manifest.get(behind=False)  # (a watch waits for the news itself)
             except (ManifestError, KeyRejected):
                 continue
-            if seen is not None and manifest is not seen:
+            if seen is not None and (manifest.etag != seen if isinstance(seen, str) else manifest is not seen):
                 log.bind(etag=manifest.etag, tenant=self.key_id).info("mcp.tools.list_changed")
                 on_change()
             seen = manifest
@@ -252,12 +256,21 @@ class Tenant:
 
     def list_ahead(self, profile: Profile, version: str) -> None:
         """Make the list a client is about to ask for (it has just said who it is) on a thread of its own,
-        while its answer goes out and the next request comes in, perhaps to another worker, which waits
-        for this one's list from now on rather than make its own."""
+        while its answer goes out and the next request comes in, perhaps to another worker of the
+        instance, which waits for this one's list from now on rather than make its own."""
+        if self.manifest.instance is None:  # no other worker: the list is made when it is asked for
+            return
         variant = listing_variant(self.policy, profile, version)
         claimed = self.manifest.claim_listing(variant)
-        if not self._behind(lambda: self._made_listing(profile, version, variant, claimed)) and claimed:
-            self.manifest.share_listing(variant, None)  # (the list under way is this worker's own: it is shared)
+        if not self._behind(lambda: self._ahead(profile, version, variant, claimed)):
+            self.manifest.made_listing(variant, None, claimed)  # (the list under way is this worker's own)
+
+    def _ahead(self, profile: Profile, version: str, variant: str, claimed: bool) -> None:
+        """The list made ahead, unless another worker or an earlier start made it already."""
+        if profile.name in self._catalogs or self.manifest.shared_listing(variant, wait=False) is None:
+            self._made_listing(profile, version, variant, claimed)
+        else:
+            self.manifest.made_listing(variant, None, claimed)
 
     def _made_listing(self, profile: Profile, version: str, variant: str,
                       claimed: bool) -> tuple[list[dict[str, Any]], str | None]:
@@ -273,8 +286,7 @@ class Tenant:
             listing = self._catalog(manifest, profile).listing(version)
             made = (manifest, listing) if new else None
         finally:
-            if claimed:
-                self.manifest.share_listing(variant, made)
+            self.manifest.made_listing(variant, made, claimed)
         return listing, manifest.etag
 
     def _behind(self, make: Callable[[], object]) -> bool:
@@ -293,8 +305,9 @@ class Tenant:
             finally:
                 self._making.release()
 
-        try:
-            threading.Thread(target=run, name="tenant-behind", daemon=True).start()
+        try:  # (in the request's context: its log fields, its trace)
+            threading.Thread(target=contextvars.copy_context().run, args=(run,), name="tenant-behind",
+                             daemon=True).start()
         except BaseException:
             self._making.release()
             raise
