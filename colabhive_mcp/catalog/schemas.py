@@ -32,8 +32,7 @@ def portable(schema: Any, strict: bool = False) -> dict[str, Any]:
     if not isinstance(schema, dict) or not schema:
         return {"type": "object", "properties": {}}
     try:
-        inlined = schema if _plain(schema, 0, [MAX_INLINED_NODES - 1]) else _inline(schema, schema, (), 0,
-                                                                                     [MAX_INLINED_NODES])
+        inlined = _inline(schema, schema, (), 0, [MAX_INLINED_NODES])  # (a schema with no $ref: itself)
     except _OverBudget:
         inlined = _compact(schema)
     if not isinstance(inlined, dict):
@@ -41,30 +40,6 @@ def portable(schema: Any, strict: bool = False) -> dict[str, Any]:
     if strict:
         inlined = {k: v for k, v in inlined.items() if k not in STRICT_DROPPED}
     return _object_root(inlined, strict)
-
-
-def _plain(node: Any, depth: int, budget: list[int]) -> bool:
-    """Whether :func:`_inline` would give ``node`` back as it is (so it is shown as it is, not copied):
-    no local ``$ref`` under it, no value deeper than :data:`MAX_DEPTH`, no more values than ``budget``
-    (which counts the values under ``node``). Walks without building anything: most schemas are plain."""
-    if isinstance(node, dict):
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#"):
-            return False
-        children: Any = node.values()
-    elif isinstance(node, list):
-        children = node
-    else:
-        return True
-    if not children:
-        return True
-    budget[0] -= len(children)
-    if budget[0] < 0 or depth >= MAX_DEPTH:
-        return False
-    for child in children:
-        if isinstance(child, (dict, list)) and not _plain(child, depth + 1, budget):
-            return False
-    return True
 
 
 def _inline(node: Any, root: dict[str, Any], seen: tuple[str, ...], depth: int, budget: list[int]) -> Any:
