@@ -82,9 +82,11 @@ class Config:
         "hosted mode could not check keys)",
         env="COLABHIVE_MANIFEST_SNAPSHOT", metavar="FILE")
     manifest_cache: bool = _setting(
-        True, boolean, "keep the last manifest on disk from one start to the next ($XDG_CACHE_HOME/colabhive-mcp, "
-        "mode 0600; never the key) and ask the gateway with its ETag whether it is current, instead of downloading "
-        "it again", env="COLABHIVE_MANIFEST_CACHE", scope="stdio")
+        True, boolean, "keep the last manifest, and the tool lists made of it, on disk from one start to the next "
+        "($XDG_CACHE_HOME/colabhive-mcp, mode 0600; never the key): within manifest_ttl of the gateway's last word on "
+        "it, the next start lists its tools from it at once and asks the gateway behind the answer; older, it asks "
+        "with its ETag whether it is current, instead of downloading it again", env="COLABHIVE_MANIFEST_CACHE",
+        scope="stdio")
     allow: tuple[str, ...] = _setting(
         ("*",), words, "glob patterns of action slugs to expose", env="COLABHIVE_ALLOW", metavar="GLOBS",
         aliases=("allow_tools",))

@@ -235,14 +235,14 @@ class TenantPool:
         """A tenant for ``key`` once the gateway says yes: at once for a key it accepted before
         (``known``), else within the new-key budgets."""
         if known:
-            return self._verified(key)
+            return self._verified(key, known)
         with self.limits.new_key(address):
-            return self._verified(key)
+            return self._verified(key, known)
 
-    def _verified(self, key: ApiKey) -> _Slot:
+    def _verified(self, key: ApiKey, known: bool) -> _Slot:
         tenant = self.factory(self.config, key)
         try:
-            tenant.verify()
+            tenant.verify(vouched=known)  # (a key no worker accepted yet has no copy another worker got)
         except BaseException:
             tenant.close()
             raise

@@ -125,13 +125,15 @@ class Tenant:
         """Why the gateway refused this key, while that is its last word on it (see :attr:`.Gateway.rejection`)."""
         return self.gateway.rejection
 
-    def verify(self) -> None:
-        """Ask the gateway whether it accepts this key (by fetching the manifest, which is then
-        cached: its first page is the gateway's yes, and the rest is read behind it): raises :class:`KeyRejected` if not, and :class:`LimitReached` when it cannot tell
-        now (it fails, or limits the manifest's route). A last good copy of this key's manifest
+    def verify(self, vouched: bool = True) -> None:
+        """Ask the gateway whether it accepts this key (by fetching the manifest, which is then cached:
+        its first page is the gateway's yes, and the rest is read behind it): raises :class:`KeyRejected`
+        if not, and :class:`LimitReached` when it cannot tell now (it fails, or limits the manifest's
+        route). A last good copy of this key's manifest
         (the gateway's yes within the hour) is a yes; so is another worker's copy within its TTL,
-        which is not even read until something needs it (:meth:`listing` may not)."""
-        if self.manifest.vouched():
+        which is not even read until something needs it (:meth:`listing` may not), unless the caller
+        knows there is none (not ``vouched``: no worker accepted the key yet)."""
+        if vouched and self.manifest.vouched():
             return
         verdict, accepted = threading.Event(), threading.Event()  # the first set before the second
 

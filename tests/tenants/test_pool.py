@@ -23,7 +23,7 @@ class FakeTenant:
         self.closed = False
         self.rejection = None
 
-    def verify(self):
+    def verify(self, vouched=True):
         FakeTenant.verified.append(self.api_key)
         time.sleep(0.05)  # the gateway takes a moment: concurrent first requests overlap
         if self.api_key.startswith("bad"):
@@ -137,7 +137,7 @@ def test_requests_waiting_for_the_gateways_word_on_a_key_hold_places_by_address_
     asked, answer = threading.Event(), threading.Event()
 
     class SlowGateway(FakeTenant):
-        def verify(self):
+        def verify(self, vouched=True):
             asked.set()
             answer.wait(10)
 
