@@ -74,7 +74,7 @@ def render_table(results: dict[str, Any], source: str) -> str:
         if figure(name):
             c = results[name]
             rows.append((label, f"{c['p50']:.0f} ms p50 ({spread(c['runs_ms'], ' ms')}){_ratio(results, name)}",
-                         "0.8 × 0.3.4"))
+                         COLD_TARGETS.get(name.removesuffix("_stub"), "0.8 × 0.3.4")))
             if "next" in c:
                 rows.append((NEXT_ROWS[name], _cold_cell(c["next"]), "≤ 0.3.4"))
     if figure("cold_tools_list_100_threads"):
@@ -130,22 +130,25 @@ def render_table(results: dict[str, Any], source: str) -> str:
         f"workers of {threads} threads.")
 
 
-COLD_ROWS = {  # the cold paths, measured in fresh processes with the 1 MB manifest
+COLD_ROWS = {  # the cold paths, measured in fresh processes with the 1 MB manifest (in the order the tables show them)
     "new_tenant_first_list": "a new tenant's ``initialize`` → first ``tools/list``, hosted, fresh process",
-    "stdio_first_list": "stdio: spawn → ``initialize`` → first ``tools/list`` (the manifest saved by an earlier start)",
-    "stdio_first_list_unsaved": "stdio: the same at a first start (nothing saved)",
-    "new_tenant_first_list_stub": "the new tenant's, on a gateway with the manifest ready (``stub_gateway.py``)",
-    "stdio_first_list_stub": "stdio, the manifest saved, on that gateway",
-    "stdio_first_list_unsaved_stub": "stdio at a first start, on that gateway",
     # since 2026-12-07: as a host's first contact is, each request on a new connection, ``initialized`` too
     "hosted_first_list": "hosted, a new key: ``initialize`` → ``initialized`` → first ``tools/list``, each request on a "
                          "new connection, a fresh server at its defaults",
-    "hosted_first_list_stub": "the same, on a gateway with the manifest ready (``stub_gateway.py``)",
+    "stdio_first_list": "stdio: spawn → ``initialize`` → first ``tools/list`` (the manifest saved by an earlier start)",
     "stdio_first_list_fresh": "stdio: spawn → ``initialize`` → first ``tools/list``, the manifest an earlier start saved "
                               "younger than its TTL (its saved list answers)",
     "stdio_first_list_aged": "stdio: the same, the saved manifest past its TTL (the gateway is asked about it first)",
+    "stdio_first_list_unsaved": "stdio: the same at a first start (nothing saved)",
+    "new_tenant_first_list_stub": "the new tenant's, on a gateway with the manifest ready (``stub_gateway.py``)",
+    "hosted_first_list_stub": "hosted, the new key's, on a gateway with the manifest ready (``stub_gateway.py``)",
+    "stdio_first_list_stub": "stdio, the manifest saved, on that gateway",
     "stdio_first_list_fresh_stub": "stdio, the saved manifest within its TTL, on that gateway",
     "stdio_first_list_aged_stub": "stdio, the saved manifest past its TTL, on that gateway",
+    "stdio_first_list_unsaved_stub": "stdio at a first start, on that gateway",
+}
+COLD_TARGETS = {  # as set on 2026-12-07; every other cold row's is 0.8 × 0.3.4
+    "stdio_first_list_fresh": "0.75 × 0.3.4", "stdio_first_list_unsaved": "1.0 × 0.3.4",
 }
 
 
