@@ -4,14 +4,14 @@ workers under real gunicorn; their instance store is a SQLite file in the runtim
 import threading
 import time
 
+import pytest
 import requests
 
-import pytest
-
+from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.sandbox import DEMO_KEY
 
-from ..support.http_server import HttpServer, events
 from ..support.http_client import initialize, modern, rpc
+from ..support.http_server import HttpServer, events
 
 pytestmark = pytest.mark.slow
 
@@ -75,3 +75,24 @@ def test_log_levels_reach_every_worker(hosted):
     for _ in range(6):  # whichever worker serves it knows the session asked for logs: it streams them
         answer = rpc(hosted.url, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}, session=session)
         assert answer.headers["Content-Type"].startswith("text/event-stream"), answer.headers
+
+
+def test_a_new_keys_first_lists_are_the_list_one_worker_made(hosted, sandbox):
+    """A new key, each request on a new connection (as a host's first contact): whichever worker answers a
+    list, it is the same list, and the manifest was fetched once; the worker that did not fetch it answers
+    with the list the other made (``tests/tenants/test_shared_listing.py`` shows it reads nothing else)."""
+    key = "hive_first_contact_" + str(time.monotonic_ns())
+    sandbox.add_key(key)
+    session = initialize(hosted.url, key)  # (initialize makes the list ahead, for the worker that lists first)
+    answers, deadline = [], time.monotonic() + 30
+    while len({e["pid"] for e in events(hosted, "pool.tenant_added") if e["tenant"] == tenant_of(key)}) < 2:
+        assert time.monotonic() < deadline, "the lists never reached the second worker"
+        answer = rpc(hosted.url, "tools/list", key=key, session=session)
+        assert answer.status_code == 200, answer.text
+        answers.append(answer.json()["result"])
+    assert len(answers) >= 2 and all(answer == answers[0] for answer in answers) and len(answers[0]["tools"]) > 3
+    assert len([e for e in events(hosted, "manifest.fetched") if e["tenant"] == tenant_of(key)]) == 1
+
+
+def tenant_of(key):
+    return ApiKey.of(key).log_id
