@@ -73,7 +73,7 @@ class SavedManifest:
         except ValueError:
             return None
 
-    def listing(self, variant: str, within: float) -> tuple[str, UnreadList] | None:
+    def listing(self, variant: str, within: float) -> tuple[str | None, UnreadList] | None:
         """The ``variant`` list made of the saved manifest, and its ETag, while the gateway's last word on
         that manifest is younger than ``within`` seconds (by the clock of the machine, which outlives a
         start); ``None`` when there is none so young (or none this user alone could have written)."""
@@ -83,9 +83,12 @@ class SavedManifest:
         head, _, tools = found[0].partition(b"\n")
         try:
             facts = json.loads(head)
-            return facts["etag"], UnreadList(tools, facts["count"])
+            etag, count = facts["etag"], facts["count"]
         except (ValueError, KeyError, TypeError):
             return None
+        if not isinstance(count, int) or count < 0 or not (etag is None or isinstance(etag, str)):
+            return None
+        return etag, UnreadList(tools, count)
 
     def save(self, manifest: Manifest | None, listings: dict[str, tuple[str | None, EncodedList]]) -> None:
         """Keep a new ``manifest`` for the next start and the ``listings`` made of the saved one (variant:
