@@ -12,6 +12,7 @@ Under plain gunicorn, the workers read the operator's environment (and files) th
 from __future__ import annotations
 
 import contextlib
+import gc
 import glob
 import os
 import secrets
@@ -58,7 +59,7 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         # SIGTERM: calls in flight may finish for shutdown_grace seconds, then they are cancelled
         # upstream and answered; gunicorn waits a little longer for those answers to go out.
         "graceful_timeout": int(config.shutdown_grace) + 15,
-        "post_worker_init": drain_on_sigterm,
+        "post_worker_init": worker_ready,
         "child_exit": forget_worker_metrics,
         "when_ready": say_ready,
         "on_exit": stopped,
@@ -87,6 +88,16 @@ def small_stacks(server: Any, worker: Any) -> None:
     """gunicorn hook: the worker's threads mostly sleep on a poll; 4 MiB of stack each is plenty
     (the default, 8 MiB, is address space that a thousand threads never touch)."""
     threading.stack_size(THREAD_STACK_BYTES)
+
+
+def worker_ready(worker: Any) -> None:
+    """gunicorn hook, once a worker has loaded the app: it drains on SIGTERM (:func:`drain_on_sigterm`),
+    and what it holds so far (its modules, its settings: some hundred thousand objects that live as long
+    as it does) is moved out of the garbage collector's sight (``gc.freeze``), so that a collection walks
+    only what requests made: reading a new key's 1 MB manifest and making its tools took 60 % longer for
+    collections that walked them all."""
+    drain_on_sigterm(worker)
+    gc.freeze()
 
 
 def drain_on_sigterm(worker: Any) -> None:
