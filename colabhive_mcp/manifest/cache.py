@@ -23,7 +23,7 @@ from ..gateway.pages import prepare_all
 from ..keys import KeyRejected
 from ..logs import log
 from . import interning
-from .instance_copy import FIRST_LOOK_S, LOOK_AGAIN_S, SOON_LOOK_S, InstanceCopy
+from .instance_copy import LOOK_AGAIN_S, SOON_LOOK_S, InstanceCopy, looked_for
 from .version import Manifest, ManifestError
 
 if TYPE_CHECKING:
@@ -89,13 +89,8 @@ class ManifestCache:
         is getting the first one now and does (waited for as long as a fetch may take)."""
         if self._current is not None or self.instance is None:
             return False
-        deadline, pause = time.monotonic() + self.gateway.timeout, FIRST_LOOK_S
-        while (known := self.instance.age()) is None:
-            if time.monotonic() >= deadline or not self.instance.fetching():
-                return False
-            time.sleep(pause)
-            pause = min(2 * pause, SOON_LOOK_S)
-        return known[1] < self.ttl  # (an older copy is served while it is revalidated: see get)
+        known = looked_for(self.instance.age, self.instance.fetching, self.gateway.timeout, SOON_LOOK_S)
+        return known is not None and known[1] < self.ttl  # (an older copy is served while it is revalidated: see get)
 
     def shared_listing(self, variant: str, wait: bool = True) -> tuple[str | None, EncodedList] | None:
         """With no copy of its own yet, a tool list made the ``variant`` way of a manifest the gateway gave
@@ -277,16 +272,8 @@ class ManifestCache:
             self._expires = self.clock() + min(self.ttl, SOON_S)
             metrics.MANIFEST.labels("hit").inc()
             return self._current
-        assert self.instance is not None
-        deadline = time.monotonic() + self.gateway.timeout  # a real wait for another process: real time
-        pause = FIRST_LOOK_S
-        while time.monotonic() < deadline:  # (self.clock tells TTLs, which a test may fake)
-            time.sleep(pause)
-            pause = min(2 * pause, LOOK_AGAIN_S)
-            shared = self._from_instance()
-            if shared is not None or not self.instance.fetching():  # news, or it ended without any
-                return shared
-        return None
+        assert self.instance is not None  # (news, or none once its fetch ended without any)
+        return looked_for(self._from_instance, self.instance.fetching, self.gateway.timeout, LOOK_AGAIN_S)
 
     def _fetch(self, accepted: Callable[[], None] | None = None) -> Manifest:
         current = self._current

@@ -23,7 +23,7 @@ import contextlib
 import os
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 from ..encoding import EncodedList, UnreadList
 from ..store.interface import InstanceStore
@@ -34,12 +34,26 @@ CONTENTS, STORED = "manifest-content", "manifest-content-stored"  # a manifest's
 PARTS, PART_ENTRIES = "manifest-content-part", 25  # the content is written in parts of so many entries
 LISTINGS, LISTED = "manifest-listing", "manifest-listing-written"  # "content:variant" -> a tool list's JSON; when
 LISTING = "manifest-listing-making"  # "key digest:variant" -> the worker making that list
+T = TypeVar("T")
 LOOK_AGAIN_S = 0.05  # how often a worker looks whether another one's fetch has landed
 FIRST_LOOK_S = 0.005  # how soon it looks first (the other may only be writing it), then twice as late each time
 SOON_LOOK_S = 0.01  # how often, at most, a worker looks for what another is about to write (its word, a list)
 KEPT_S = 3600.0  # how long after its last confirmation the instance keeps a tenant's copy
 WRITE_WAIT_S = 1.0  # how long a worker waits to write the instance's copy while another one does
 WRITE_HELD_S = 30.0  # how long that turn lasts at most (a worker that died holding it)
+
+
+def looked_for(look: Callable[[], T | None], under_way: Callable[[], bool], seconds: float, most: float) -> T | None:
+    """What ``look`` finds, looked for again while another worker is ``under_way`` with it, for ``seconds``
+    at most: after :data:`FIRST_LOOK_S`, then twice as late each time, up to ``most`` seconds apart (a real
+    wait for another process: real time)."""
+    deadline, pause = time.monotonic() + seconds, FIRST_LOOK_S
+    while (found := look()) is None:
+        if time.monotonic() >= deadline or not under_way():
+            return None
+        time.sleep(pause)
+        pause = min(2 * pause, most)
+    return found
 
 
 def on_a_thread(run: Callable[[], None]) -> None:
@@ -82,15 +96,9 @@ class InstanceCopy:
     def listing(self, content: str, variant: str, wait: float) -> UnreadList | None:
         """The tool list a worker made of the manifest ``content``, listed the ``variant`` way, if one did
         (one a worker of this key is making is waited for, ``wait`` seconds at most)."""
-        deadline, pause = time.monotonic() + wait, FIRST_LOOK_S
-        while True:
-            made = self.store.get(LISTINGS, f"{content}:{variant}")
-            if made is not None:
-                return UnreadList(made["tools"].encode(), made["count"])
-            if time.monotonic() >= deadline or self.store.get(LISTING, f"{self.digest}:{variant}") is None:
-                return None
-            time.sleep(pause)
-            pause = min(2 * pause, SOON_LOOK_S)
+        made = looked_for(lambda: self.store.get(LISTINGS, f"{content}:{variant}"),
+                          lambda: self.store.get(LISTING, f"{self.digest}:{variant}") is not None, wait, SOON_LOOK_S)
+        return None if made is None else UnreadList(made["tools"].encode(), made["count"])
 
     def claim_listing(self, variant: str, content: str | None = None) -> bool:
         """Become the worker that makes this key's ``variant`` list for the others, who wait a moment

@@ -8,7 +8,6 @@ gateway or its manifest: it starts, follows and stops work, revalidates and watc
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import math
 import threading
 from functools import lru_cache
@@ -292,8 +291,9 @@ class Tenant:
         return listing, manifest.etag
 
     def _behind(self, make: Callable[[], object]) -> bool:
-        """Do ``make`` on a thread of its own, unless such a thread is at work already (what it makes, a
-        catalogue, serves both): whether it does. A manifest it cannot get is the next request's to hear of."""
+        """Do ``make`` on a thread of its own (in the request's context: its log fields, its trace), unless
+        such a thread is at work already: whether it does. A manifest it cannot get is the next request's
+        to hear of."""
         if not self._making.acquire(blocking=False):
             return False
 
@@ -307,9 +307,8 @@ class Tenant:
             finally:
                 self._making.release()
 
-        try:  # (in the request's context: its log fields, its trace)
-            threading.Thread(target=contextvars.copy_context().run, args=(run,), name="tenant-behind",
-                             daemon=True).start()
+        try:
+            Ahead(run, "tenant-behind")
         except BaseException:
             self._making.release()
             raise
