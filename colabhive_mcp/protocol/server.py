@@ -99,8 +99,8 @@ class Server:
         carried = tracing.carried(frame.meta) or tracing.carried(trace if trace is not None else {})
         fields = {"trace_id": tracing.trace_id(carried)} if carried else {}
         try:  # every record of this request carries its id, the key's hash and the caller's trace
-            with logs.context(request_id=f"{random.getrandbits(48):012x}", tenant=tenant and tenant.key_id, **fields), \
-                    tracing.span(*_span_of(frame, session), carried) as span:
+            with (logs.context(request_id=f"{random.getrandbits(48):012x}", tenant=tenant and tenant.key_id, **fields),
+                  tracing.span(*_span_of(frame, session), carried) as span):
                 response = self._respond(frame, tenant, session, notify, cancelled, narrow)
                 _settle(span, response)
         finally:

@@ -24,9 +24,10 @@ from ...calls.cancellation import Cancellation
 from ...errors import ColabHiveError
 from ...keys import ApiKey
 from ...logs import log
-from ...protocol import MODERN_VERSIONS, Server, Session, envelope, jsonrpc
+from ...protocol import MODERN_VERSIONS, Session, envelope, jsonrpc
 from ...protocol.jsonrpc import BatchFrame, Frame, Single
 from ...protocol.plan import Plan
+from ...protocol.server import Server
 from ...settings.config import Config
 from ...tenants.tenant import Tenant
 from .admission import Admission
