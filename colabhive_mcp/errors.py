@@ -2,14 +2,15 @@
 
 ::
 
-    ColabHiveError      message · code (JSON-RPC) · http_status (a hint) · retry_after
+    ColabHiveError      message · code (JSON-RPC) · http_status (a hint) · retry_after · data
     ├── GatewayError    a request to the Builder Gateway failed (gateway/client.py)     -32603 · 502
     ├── KeyRejected     the gateway refused the API key itself (keys.py)                -31401 · 401
     ├── LimitReached    a limit is full: the key's, or the server's (tenants/limits.py) -31429 · 429 / 503
-    ├── Unreachable     the gateway failed a request about a key's work (tenants/tenant.py) -32603 · 503
+    │   └── OverBudget  a billable call past the key's budget (tenants/spend.py)      an isError result
+    ├── Unreachable     the gateway failed a request about a key's work (tenants/refusals.py) -32603 · 503
     ├── ManifestError   no tool list can be served (manifest/version.py)                -32603 · 503
-    ├── UnknownTool     no tool of that name for this key (tenants/tenant.py)           -32602
-    ├── Refused         a call refused before the gateway heard of it (tenants/tenant.py) an isError result
+    ├── UnknownTool     no tool of that name for this key (tenants/refusals.py)         -32602
+    ├── Refused         a call refused before the gateway heard of it (tenants/refusals.py) an isError result
     └── JsonRpcError    a protocol error with its own code (here; spoken by protocol/jsonrpc.py)
         └── HttpError   an answer decided at the HTTP edge, with its status (transports/http/outgoing.py)
 
@@ -41,6 +42,11 @@ class ColabHiveError(Exception):
         self.retry_after = retry_after  # seconds after which asking again may work, when known
 
     @property
+    def data(self) -> Any:
+        """What a program is told beside the message (a JSON-RPC error's ``data``), if anything."""
+        return None
+
+    @property
     def client_message(self) -> str:
         """What a client is told (the message, unless the error has advice to add)."""
         return self.message
@@ -51,6 +57,7 @@ class JsonRpcError(ColabHiveError):
     transport's table says otherwise)."""
 
     http_status = 200
+    data: Any = None  # its own, given
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)

@@ -78,7 +78,9 @@ class Owner(Protocol):
     def max_wait(self, entry: dict[str, Any]) -> float: ...
 
 
-Gate = Callable[[Tool, dict[str, Any]], "dict[str, Any] | None"]  # the answer instead of the call, or None
+# the answer instead of the call, or None to run it; its third argument is the budget the call is past
+# (a :class:`colabhive_mcp.tenants.spend.OverBudget`), if any: then only the user's yes runs it
+Gate = Callable[[Tool, dict[str, Any], Any], "dict[str, Any] | None"]
 
 
 @dataclass(frozen=True)

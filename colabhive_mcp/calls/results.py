@@ -19,6 +19,7 @@ from .polling import progress_percent, status_message
 
 EMBEDDING_PREVIEW = 8
 CONTINUATION = "com.colabhive/continuation"  # result _meta: the call that gets the result of work still running
+LIMIT = "com.colabhive/limit"  # result _meta: the limit that refused a call, its figures, and retryAfter
 
 
 def text(value: str) -> dict[str, Any]:
@@ -28,6 +29,11 @@ def text(value: str) -> dict[str, Any]:
 def error_result(message: str) -> dict[str, Any]:
     """A tool execution error the model can read and act on."""
     return {"content": [text(message)], "isError": True}
+
+
+def limit_result(message: str, facts: dict[str, Any]) -> dict[str, Any]:
+    """A call a limit refused: the words for the model, the figures (``retryAfter`` among them) for programs."""
+    return {**error_result(message), "_meta": {LIMIT: facts}}
 
 
 def stopped_result(tool_name: str) -> dict[str, Any]:

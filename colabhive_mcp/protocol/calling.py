@@ -4,13 +4,14 @@ asks, and within the key's limits."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from ..calls import results
-from ..calls.call import CallOptions
+from ..calls.call import CallOptions, Gate
 from ..catalog import profiles
 from ..catalog.tools import Tool
-from ..tenants.tenant import Refused
+from ..tenants.refusals import Refused
+from ..tenants.spend import OverBudget
 from . import confirm, tasks
 from .context import Context
 from .jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, JsonRpcError
@@ -32,12 +33,10 @@ def tools_call(context: Context, request: Request) -> dict[str, Any]:
             _, tool, kept = request.tenant.prepare(name, arguments, request.profile, request.narrow)
         except Refused as refused:
             return refused.result  # refused before anything ran
-        stop = gate(tool, kept) if gate is not None and tool.long_running else None
-        if stop is not None:
-            return stop  # not confirmed: no task
-        task = tasks.create(context, request, tool, kept)
-        if task is not None:
-            return task
+        if tool.long_running:
+            stop, charge = request.tenant.admit(tool, kept, gate)
+            return stop if stop is not None else tasks.create(context, request, tool, kept, charge)  # else no task
+        tasks.without_task(request, tool)  # the call runs as a call (2026), or is refused
     progress = request.progress_token is not None  # a host that resets its timer on progress hears it
     result = request.tenant.call_tool(name, arguments, CallOptions(
         request.version, request.cancelled, on_update=reporter(request), gate=gate, closing=context.closing,
@@ -48,17 +47,22 @@ def tools_call(context: Context, request: Request) -> dict[str, Any]:
     return result if result is not None else {"content": []}
 
 
-def _gate(context: Context, request: Request) -> Callable[[Tool, dict[str, Any]], dict[str, Any] | None] | None:
-    """The confirmation step for tools with side effects, if the policy asks for one."""
+def _gate(context: Context, request: Request) -> Gate | None:
+    """The confirmation step, for tools with side effects if the policy asks for one, and for calls
+    past the key's budget if the spend guard asks (:mod:`colabhive_mcp.tenants.spend`); ``None``
+    when nothing is ever asked (a call past a budget is then refused)."""
     policy = context.config.confirm_side_effects
-    if policy == "off":
+    if policy == "off" and not context.budget.asks:
         return None
 
-    def gate(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any] | None:
-        """``None`` to run the tool, else the result to answer instead."""
-        if not confirm.needs_confirmation(policy, tool):
+    def gate(tool: Tool, arguments: dict[str, Any], over: OverBudget | None) -> dict[str, Any] | None:
+        """``None`` to run the tool, else the result to answer instead; past a budget (``over``), only
+        the user's yes runs it."""
+        if over is None and not confirm.needs_confirmation(policy, tool):
             return None
         if not confirm.can_confirm(request.capabilities):
+            if over is not None:
+                return over.result
             if policy == "ask":
                 return None
             if request.modern:
@@ -68,7 +72,7 @@ def _gate(context: Context, request: Request) -> Callable[[Tool, dict[str, Any]]
             return results.error_result(
                 f"Tool {tool.name!r} has side effects and this server runs it only with the user's "
                 "confirmation, which this client cannot ask for (no form-mode elicitation capability).")
-        form = confirm.elicitation(tool, arguments, request.version)
+        form = confirm.elicitation(tool, arguments, request.version, over.situation if over else None)
         if not request.modern:
             answer = context.inflight.ask(request, "elicitation/create", form, confirm.ASK_TIMEOUT_S)
             return None if confirm.accepted(answer) else confirm.declined(tool)

@@ -37,23 +37,19 @@ def can_confirm(capabilities: dict[str, Any]) -> bool:
     return isinstance(modes, dict) and (not modes or "form" in modes)
 
 
-def may_ask(policy: str, capabilities: dict[str, Any]) -> bool:
-    """Whether a tool call may send the client a request (a confirmation): then it needs an SSE answer."""
-    return policy != "off" and can_confirm(capabilities)
-
-
 def needs_confirmation(policy: str, tool: Tool) -> bool:
     """Whether this tool call must be confirmed: it has (or may have) side effects."""
     return policy != "off" and not tool.builtin and side_effects(tool.entry) != []
 
 
-def elicitation(tool: Tool, arguments: dict[str, Any], version: str) -> dict[str, Any]:
-    """The ``elicitation/create`` params: a yes/no form describing what would run."""
+def elicitation(tool: Tool, arguments: dict[str, Any], version: str, over_budget: str | None = None) -> dict[str, Any]:
+    """The ``elicitation/create`` params: a yes/no form describing what would run, and, for a call
+    past the key's budget, what was spent (``over_budget``: the spend guard's words)."""
     effects = side_effects(tool.entry)
     what = f"It {', '.join(effects)}." if effects else "It may change things outside ColabHive."
     shown = json.dumps(arguments, ensure_ascii=False)
     params: dict[str, Any] = {
-        "message": f"Allow the tool {tool.name!r} to run with {shown[:500]}? {what}",
+        "message": f"{over_budget + ' ' if over_budget else ''}Allow the tool {tool.name!r} to run with {shown[:500]}? {what}",
         "requestedSchema": {"type": "object", "required": [INPUT_KEY], "properties": {
             INPUT_KEY: {"type": "boolean", "title": "Run it", "default": False,
                         "description": f"Run {tool.definition.get('title', tool.name)} now"}}},

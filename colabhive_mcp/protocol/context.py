@@ -1,6 +1,6 @@
-"""What a method handler is given besides its request: the settings, the requests in flight (to
-ask the client something), the signers of task ids and confirmation states, and whether the
-server is shutting down."""
+"""What a method handler is given besides its request: the settings (and the budget they set), the
+requests in flight (to ask the client something), the signers of task ids and confirmation states,
+and whether the server is shutting down."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Callable
 from ..settings.config import Config
 from ..store.interface import InstanceStore
 from ..store.memory import MemoryStore
+from ..tenants.spend import Budget
 from .confirm import RequestStates
 from .inflight import InFlight
 from .request import Session
@@ -31,9 +32,11 @@ class Context:
     secret: str = field(init=False, repr=False)  # signs task ids, confirmation states (and HTTP session ids)
     task_ids: TaskIds = field(init=False)
     request_states: RequestStates = field(init=False)
+    budget: Budget = field(init=False)  # the spend guard's, for whether a call may ask the user
     session_changed: Callable[[Session], None] = lambda _session: None  # a transport keeps what a session set
 
     def __post_init__(self) -> None:
         self.secret = self.config.session_secret or secrets.token_hex(32)  # stdio: one process, made up
         self.task_ids = TaskIds(self.secret)
         self.request_states = RequestStates(self.secret, self.store)
+        self.budget = Budget.of(self.config)

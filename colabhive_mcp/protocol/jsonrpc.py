@@ -294,4 +294,4 @@ def _short(exc: Exception, limit: int = 200) -> str:
 
 def as_error(exc: ColabHiveError) -> JsonRpcError:
     """The JSON-RPC error any of the house's errors is answered with (the one mapping to the wire)."""
-    return exc if isinstance(exc, JsonRpcError) else JsonRpcError(exc.code, exc.client_message)
+    return exc if isinstance(exc, JsonRpcError) else JsonRpcError(exc.code, exc.client_message, exc.data)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..calls.cancellation import TIMEOUT, USER, Reason
 from ..revisions import revision
 from . import methods
-from .confirm import may_ask
+from .confirm import can_confirm
 from .jsonrpc import (BatchFrame, Frame, JsonRpcError, NotificationFrame, RequestFrame, RequestId, awaits_answer,
                       is_valid_id)
 from .request import Session
@@ -42,9 +42,9 @@ class Plan:
     cancels: tuple[RequestId, Reason] | None = None  # the request a cancellation names, and why
 
 
-def plan(frame: Frame, session: Session | None = None, confirm_policy: str = "off") -> Plan:
+def plan(frame: Frame, session: Session | None = None, confirms: bool = False) -> Plan:
     """The plan for one frame, within the legacy ``session`` it belongs to (its log level, its
-    capabilities), if any."""
+    capabilities), if any; ``confirms``: a tool call may ask the user (a confirmation) before it runs."""
     if isinstance(frame, BatchFrame):
         rows = [methods.of(member.method or "") for member in frame.frames]
         return Plan(long=any(row.long for row in rows), held=any(row.held for row in rows))
@@ -57,7 +57,7 @@ def plan(frame: Frame, session: Session | None = None, confirm_policy: str = "of
     return Plan(
         modern=frame.modern, request=request, opens=request and row.opens,
         notifies=calls and ("progressToken" in frame.meta or logs), calls=calls,
-        asks=calls and not frame.modern and may_ask(confirm_policy, capabilities),
+        asks=calls and not frame.modern and confirms and can_confirm(capabilities),
         listens=row.name == methods.LISTEN, long=row.long, held=row.held,
         light=not frame.modern and (not isinstance(frame, RequestFrame) or row.light),
         resumable=session is not None and session.version is not None and revision(session.version).resumable,

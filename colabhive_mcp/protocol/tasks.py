@@ -23,7 +23,8 @@ from ..invocation import Invocation
 from ..logs import log
 from ..revisions import TASKS_VERSIONS, revision
 from ..tenants.limits import LimitReached
-from ..tenants.tenant import Unreachable
+from ..tenants.spend import NOTHING, Charge
+from ..tenants.refusals import Unreachable
 from .context import Context
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, JsonRpcError
 from .request import Request
@@ -41,15 +42,20 @@ def wanted(request: Request) -> bool:
     return revision(request.version).core_tasks and isinstance(request.params.get("task"), dict)
 
 
-def create(context: Context, request: Request, tool: Tool, arguments: dict[str, Any]) -> dict[str, Any] | None:
-    """The task for a long-running tool; ``None`` when the call should simply run (2026)."""
-    if not tool.long_running:
-        if request.modern:
-            return None
+def without_task(request: Request, tool: Tool) -> None:
+    """A task asked of a tool that does not run as one: a 2026 call simply runs; a legacy one is refused."""
+    if not request.modern:
         raise JsonRpcError(METHOD_NOT_FOUND, f"Tool {tool.name!r} does not run as a task (taskSupport forbidden)")
+
+
+def create(context: Context, request: Request, tool: Tool, arguments: dict[str, Any],
+           charge: Charge = NOTHING) -> dict[str, Any]:
+    """The task for a long-running tool, ``charge``-d to the key's budget (given back when it does not start)."""
     try:
-        invocation = request.tenant.start(tool, arguments, TTL_MS / 1000)
-    except (Unreachable, LimitReached) as exc:
+        invocation = request.tenant.start(tool, arguments, TTL_MS / 1000, charge)
+    except LimitReached as exc:
+        return results.limit_result(exc.message, exc.data)
+    except Unreachable as exc:
         return results.error_result(str(exc))
     ref = context.task_ids.issue(request.tenant.binding, invocation.id, tool)
     fields = task_fields(ref, invocation)

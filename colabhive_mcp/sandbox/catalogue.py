@@ -219,7 +219,7 @@ def _realistic_actions() -> list[Action]:
             "cold-summarizer", "Cold summarizer",
             "Summarizes a text with a model that is unloaded when idle: the first call waits for a cold start.",
             "trained_model", _text_input("The text to summarize."), _summarise,
-            latency="slow", cold_start=True, costHint="$0.40 / 1M tokens",
+            latency="slow", cold_start=True, costHint="$0.40 / 1M tokens", side_effects=("billing",),
         ),
         _action(
             "crm-create-contact", "Create CRM contact",
@@ -250,7 +250,7 @@ def _realistic_actions() -> list[Action]:
         _action(
             "hive-chat", "Hive chat",
             "Chat completion with the Hive general-purpose LLM: give a `prompt` or a list of `messages`.",
-            "llm", _CHAT_INPUT, _chat, costHint="$0.15 / 1M tokens",
+            "llm", _CHAT_INPUT, _chat, costHint="$0.15 / 1M tokens", side_effects=("billing",),
         ),
         _action(
             "image-gen-tiny", "Tiny image generator",
@@ -265,11 +265,12 @@ def _realistic_actions() -> list[Action]:
                 "required": ["prompt"],
             },
             _image, latency="medium", timing=Timing.job(0.5, steps=2), costHint="$0.002 / image",
+            side_effects=("billing",),
         ),
         _action(
             "text-embed-small", "Small text embedding",
             "Embeds a text as a 384-dimension unit vector.",
-            "model", _text_input("The text to embed."), _embed, costHint="$0.02 / 1M tokens",
+            "model", _text_input("The text to embed."), _embed, costHint="$0.02 / 1M tokens", side_effects=("billing",),
         ),
         _action(
             "tts-voice", "Text to speech",

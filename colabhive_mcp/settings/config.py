@@ -12,8 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .parsers import (API_PREFIX, address, bind, boolean, choice, number, public_address, seconds_by_name, secret, text,
-                      url, words)
+from .parsers import (API_PREFIX, address, bind, boolean, by_name, choice, number, public_address, seconds_by_name,
+                      secret, text, url, words)
 
 DEFAULT_API_URL = "https://api.colabhive.com"
 CONFIG_ENV = "COLABHIVE_MCP_CONFIG"
@@ -118,6 +118,24 @@ class Config:
         0, number(int, 0, 10_000_000), "tool calls one key may start per minute (0: no limit; the gateway owns "
         "quotas, and its 429 reaches the client with its Retry-After)",
         env="COLABHIVE_TENANT_CALLS_PER_MINUTE", aliases=("max_calls_per_minute",))
+    billable_calls_per_hour: int = _setting(
+        0, number(int, 0, 10_000_000), "calls of billable actions (the billing side effect, and billable_tools) one "
+        "key may make in any hour, counted across the instance (0: no budget); past it, spend_guard decides",
+        env="COLABHIVE_BILLABLE_CALLS_PER_HOUR", example=50)
+    billable_calls_per_day: int = _setting(
+        0, number(int, 0, 10_000_000), "calls of billable actions one key may make in any 24 hours (0: no budget)",
+        env="COLABHIVE_BILLABLE_CALLS_PER_DAY", example=500)
+    spend_guard: str = _setting(
+        "confirm", choice("confirm", "refuse"), "past a billable-calls budget: confirm (ask the user, through the "
+        "client, whether this call may go on; refused when the client cannot ask) or refuse",
+        env="COLABHIVE_SPEND_GUARD", metavar="GUARD")
+    billable_tools: tuple[str, ...] = _setting(
+        (), words, "glob patterns of action slugs that count as billable besides those with the billing side effect",
+        env="COLABHIVE_BILLABLE_TOOLS", metavar="GLOBS")
+    billable_weights: tuple[tuple[str, int], ...] = _setting(
+        (), by_name(int, 1, 10_000, "N", "image-*=5"), "how many billable calls one call of an action counts as, "
+        "by glob of its slug, e.g. image-*=5,cold-*=2 (the first match; else 1)",
+        env="COLABHIVE_BILLABLE_WEIGHTS", metavar="PAIRS")
     sync_timeout: int = _setting(
         1, number(int, 1, 300), "seconds the gateway may hold an invoke before answering 'queued'",
         env="COLABHIVE_SYNC_TIMEOUT")

@@ -57,14 +57,21 @@ def words(value: Any) -> tuple[str, ...]:
 def seconds_by_name(low: float, names: tuple[str, ...] = ()) -> Callable[[Any], tuple[tuple[str, float], ...]]:
     """``NAME=SECONDS`` pairs, e.g. ``slow=900,batch=3600`` (text or a TOML table); ``names``: the
     names allowed (any, when empty)."""
-    def parse(value: Any) -> tuple[tuple[str, float], ...]:
+    return by_name(float, low, 86400, "SECONDS", "slow=900,batch=3600", names)
+
+
+def by_name(kind: type, low: float, high: float, unit: str, example: str,
+            names: tuple[str, ...] = ()) -> Callable[[Any], tuple[tuple[str, Any], ...]]:
+    """``NAME=NUMBER`` pairs of ``kind`` from ``low`` to ``high`` (text or a TOML table), as ``example``
+    shows them; ``names``: the names allowed (any, when empty)."""
+    def parse(value: Any) -> tuple[tuple[str, Any], ...]:
         pairs = value.items() if isinstance(value, dict) else [p.split("=", 1) for p in words(value)]
         try:
-            parsed = tuple((str(k).strip(), float(v)) for k, v in pairs)
+            parsed = tuple((str(k).strip(), kind(v)) for k, v in pairs)
         except (TypeError, ValueError):
-            raise ValueError("expected NAME=SECONDS pairs, e.g. slow=900,batch=3600") from None
-        if any(not k or not low <= v <= 86400 for k, v in parsed):
-            raise ValueError(f"each NAME=SECONDS needs a name and {low:g} to 86400 seconds")
+            raise ValueError(f"expected NAME={unit} pairs, e.g. {example}") from None
+        if any(not k or not low <= v <= high for k, v in parsed):
+            raise ValueError(f"each NAME={unit} needs a name and {low:g} to {high:g}")
         unknown = [k for k, _ in parsed if names and k not in names]
         if unknown:
             raise ValueError(f"unknown {', '.join(unknown)}: use {', '.join(names)}")

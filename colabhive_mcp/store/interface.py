@@ -10,7 +10,7 @@ Four kinds of state, each with its own verbs, so that no name means two things:
   never forgets one;
 - *reservations*, at most so many under one key at once, each until its time is up or it is
   unreserved (``reserve``, ``unreserve``, ``next_free``): calls started per minute, keys checked per
-  minute, rejected keys per address;
+  minute, rejected keys per address, billable calls per hour and day (lasting: no process's);
 - *counts* of places held until released (``acquire``, ``release``): calls running, streams and
   waits held open. They are on every call's path.
 
@@ -65,9 +65,10 @@ class InstanceStore(Protocol):
         unless it is marked already. A new key needs room; a later generation of a key marked before
         takes its place."""
 
-    def reserve(self, space: str, key: str, limit: int, ttl: float) -> str | None:
+    def reserve(self, space: str, key: str, limit: int, ttl: float, lasting: bool = False) -> str | None:
         """One of at most ``limit`` reservations under ``key``, for ``ttl`` seconds unless unreserved
-        sooner: its id, or ``None`` when all are taken."""
+        sooner: its id, or ``None`` when all are taken. A reservation is its process's, freed when
+        that process is gone, unless it is ``lasting`` (what was spent stays spent)."""
 
     def unreserve(self, space: str, key: str, reservation: str) -> None:
         """End ``reservation`` before its time is up."""

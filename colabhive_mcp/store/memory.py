@@ -68,9 +68,9 @@ class MemoryStore:
             self._marks[(space, key)] = (generation, now + ttl)
             return Marked.FIRST
 
-    def reserve(self, space: str, key: str, limit: int, ttl: float) -> str | None:
+    def reserve(self, space: str, key: str, limit: int, ttl: float, lasting: bool = False) -> str | None:
         """One of at most ``limit`` places under ``key``, held until unreserved or ``ttl`` seconds
-        pass: its id, or ``None`` when every place is held."""
+        pass: its id, or ``None`` when every place is held (``lasting`` changes nothing in one process)."""
         now = self.clock()
         with self._lock:
             held = {place: expires for place, expires in self._places.get((space, key), {}).items() if expires > now}

@@ -143,14 +143,16 @@ class SqliteStore:
     def delete(self, space: str, key: str) -> None:
         self._statement("DELETE FROM entries WHERE space = ? AND key = ?", (space, key))
 
-    def reserve(self, space: str, key: str, limit: int, ttl: float) -> str | None:
+    def reserve(self, space: str, key: str, limit: int, ttl: float, lasting: bool = False) -> str | None:
         """:meth:`MemoryStore.reserve`, counted across the instance's processes (a dead one's places are
-        free; ``None`` too when the store fails). One statement while there is room; only a full key
-        is looked at more closely."""
+        free, unless they are ``lasting``: no process's, pid 0; ``None`` too when the store fails). One
+        statement while there is room; only a full key is looked at more closely."""
+        holder = 0 if lasting else os.getpid()
+
         def room(db: sqlite3.Connection) -> str | None:
             place, now = secrets.token_hex(8), self.clock()
             try:
-                taken = db.execute(RESERVE_IF_ROOM, (space, key, place, os.getpid(), now + ttl,
+                taken = db.execute(RESERVE_IF_ROOM, (space, key, place, holder, now + ttl,
                                                   space, key, now, limit)).rowcount == 1
             except sqlite3.OperationalError as exc:
                 if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY_SNAPSHOT:
@@ -164,13 +166,13 @@ class SqliteStore:
             holders = dict(db.execute("SELECT pid, COUNT(*) FROM places WHERE space = ? AND key = ? GROUP BY pid",
                                       (space, key)).fetchall())
             if sum(holders.values()) >= limit:
-                dead = [pid for pid in holders if not alive(pid)]
+                dead = [pid for pid in holders if pid and not alive(pid)]
                 db.executemany("DELETE FROM places WHERE space = ? AND key = ? AND pid = ?",
                                [(space, key, pid) for pid in dead])
                 if sum(holders.values()) - sum(holders[pid] for pid in dead) >= limit:
                     return None
             place = secrets.token_hex(8)
-            db.execute("INSERT INTO places VALUES (?, ?, ?, ?, ?)", (space, key, place, os.getpid(), now + ttl))
+            db.execute("INSERT INTO places VALUES (?, ?, ?, ?, ?)", (space, key, place, holder, now + ttl))
             return place
 
         return self._write(room, None, atomic=False) or self._write(insert, None)

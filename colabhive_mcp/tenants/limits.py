@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import math
 import threading
 from dataclasses import dataclass, fields
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..errors import BUSY_RETRY_S, LIMIT_REACHED, ColabHiveError
 from ..keys import KeyRejected
@@ -39,14 +40,23 @@ def site_of(address: str) -> str | None:
 
 class LimitReached(ColabHiveError):
     """A limit is full: the message names it, ``retry_after`` says when a place may be free, and
-    ``status`` whose limit it is, as HTTP says it (429: the client's own, 503: the server's)."""
+    ``status`` whose limit it is, as HTTP says it (429: the client's own, 503: the server's).
+    ``limit`` is the setting that sets it and ``figures`` what it allows and what is used, which
+    :attr:`data` gives a program beside the words (a JSON-RPC error's ``data``, a result's ``_meta``)."""
 
     code = LIMIT_REACHED
 
-    def __init__(self, message: str, retry_after: float, status: int = 503) -> None:
+    def __init__(self, message: str, retry_after: float, status: int = 503, limit: str | None = None,
+                 **figures: Any) -> None:
         super().__init__(message, max(1.0, retry_after))
         self.retry_after: float = max(1.0, retry_after)
         self.status = self.http_status = status
+        self.limit, self.figures = limit, figures
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {**({"limit": self.limit} if self.limit else {}), **self.figures,
+                "retryAfter": math.ceil(self.retry_after)}
 
 
 @dataclass(frozen=True)
@@ -78,11 +88,12 @@ class Limits:
         limit, per_minute = self.quotas.tenant_max_concurrent, self.quotas.tenant_calls_per_minute
         with self._place(CALLS, digest, limit, LimitReached(
                 f"This API key already has {limit} ColabHive calls running (the limit is {limit}); try again "
-                "when one finishes.", BUSY_RETRY_S)):
+                "when one finishes.", BUSY_RETRY_S, 429, "tenant_max_concurrent", allowed=limit, used=limit)):
             wait = per_minute_wait(self.store, STARTED, digest, per_minute)
             if wait is not None:
                 raise LimitReached(f"This API key started {per_minute} ColabHive calls in the last minute (the "
-                                   f"limit); try again in {wait:.0f} s.", wait)
+                                   f"limit); try again in {math.ceil(wait)} s.", wait, 429, "tenant_calls_per_minute",
+                                   allowed=per_minute, used=per_minute)
             yield
 
     def held(self, digest: str) -> contextlib.AbstractContextManager[None]:
@@ -90,7 +101,7 @@ class Limits:
         limit = self.quotas.tenant_max_streams
         return self._place(HELD, digest, limit, LimitReached(
             f"This API key already holds {limit} streams and waits open (the limit is {limit}); close one, "
-            "or try again later.", BUSY_RETRY_S * 6, 429))  # the key's own limit
+            "or try again later.", BUSY_RETRY_S * 6, 429, "tenant_max_streams", allowed=limit, used=limit))
 
     @contextlib.contextmanager
     def new_key(self, address: str) -> Iterator[None]:

@@ -1,6 +1,6 @@
 """What the tenants of one instance share, kept in its store so that every worker knows it: calls
-cut off by their hosts (a retry attaches to them), the limits' counts, and each key's last good
-manifest. stdio and a single process keep the same in memory.
+cut off by their hosts (a retry attaches to them), the limits' counts, what each key spent on
+billable calls, and each key's last good manifest. stdio and a single process keep the same in memory.
 """
 
 from __future__ import annotations
@@ -12,18 +12,22 @@ from ..settings.config import Config
 from ..store.interface import InstanceStore
 from ..store.memory import MemoryStore
 from .limits import Limits, Quotas
+from .spend import Budget, SpendGuard
 
 
 @dataclass(frozen=True)
 class Instance:
-    """What an instance's workers share: its store, the calls cut off by their hosts, per-key limits."""
+    """What an instance's workers share: its store, the calls cut off by their hosts, per-key limits
+    and budgets."""
 
     store: InstanceStore
     calls: DetachedCalls
     limits: Limits
+    spend: SpendGuard
 
     @classmethod
     def of(cls, config: Config, store: InstanceStore | None = None) -> Instance:
         """The instance over ``store`` (by default, this process's memory)."""
         store = store if store is not None else MemoryStore()
-        return cls(store, DetachedCalls(store, config.host_timeout_grace), Limits(Quotas.of(config), store))
+        return cls(store, DetachedCalls(store, config.host_timeout_grace), Limits(Quotas.of(config), store),
+                   SpendGuard(Budget.of(config), store))

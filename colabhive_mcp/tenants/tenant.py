@@ -11,18 +11,18 @@ import contextlib
 import math
 import threading
 from functools import lru_cache
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 from .. import __version__, metrics
 from ..ahead import Ahead
 from ..calls import results
-from ..calls.call import CallOptions, ToolCall
+from ..calls.call import CallOptions, Gate, ToolCall
 from ..calls.polling import Backoff, follow
 from ..catalog.builtin_tools import ENTRIES as BUILTINS
 from ..catalog.policy import Policy
 from ..catalog.profiles import UNKNOWN, Profile, listing_shape
 from ..catalog.tools import Catalog, Tool, prepared
-from ..errors import BUSY_RETRY_S, INVALID_PARAMS, ColabHiveError
+from ..errors import BUSY_RETRY_S
 from ..gateway.client import Gateway, GatewayError
 from ..invocation import Invocation
 from ..keys import ApiKey, KeyRejected
@@ -36,52 +36,11 @@ from ..revisions import revision
 from ..settings import upgrade
 from ..settings.config import Config
 from .limits import LimitReached
+from .refusals import Prepared, Refused, UnknownTool, Unreachable
 from .shared import Instance
+from .spend import NOTHING, Charge
 
 MIN_WATCH_S = 1.0  # how often, at most, a watched manifest is revalidated
-
-
-class UnknownTool(ColabHiveError, LookupError):
-    """No tool of that name exists for this tenant."""
-
-    code = INVALID_PARAMS
-    http_status = 200
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"Unknown tool: {name}")
-
-
-class Unreachable(ColabHiveError):
-    """The gateway failed a request about this key's work; the message says so for a person, and
-    the gateway's own status and ``Retry-After`` (when it answered) are kept."""
-
-    http_status = 503
-
-    def __init__(self, message: str, status: int | None = None, retry_after: float | None = None) -> None:
-        super().__init__(message, retry_after)
-        self.status = status  # the gateway's
-
-    @classmethod
-    def of(cls, exc: GatewayError, message: str) -> Unreachable:
-        return cls(message, exc.status, exc.retry_after)
-
-
-class Refused(ColabHiveError):
-    """A call refused before the gateway hears of it: ``result`` is the ``isError`` answer that says why."""
-
-    http_status = 200
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.result = results.error_result(message)
-
-
-class Prepared(NamedTuple):
-    """A call ready to run: the tool, its catalogue, and the arguments it gets."""
-
-    catalog: Catalog
-    tool: Tool
-    arguments: dict[str, Any]
 
 
 class Tenant:
@@ -97,6 +56,7 @@ class Tenant:
         self.config = config
         self.calls = instance.calls
         self.limits = instance.limits
+        self.spend = instance.spend
         self.digest = key.digest
         self.key_id = key.log_id
         self.binding = key.binding  # what tokens bound to this key carry
@@ -189,13 +149,18 @@ class Tenant:
 
     # -- work the caller follows itself (tasks) ----------------------------------------------------
 
-    def start(self, tool: Tool, arguments: dict[str, Any], lifetime: float) -> Invocation:
+    def start(self, tool: Tool, arguments: dict[str, Any], lifetime: float, charge: Charge = NOTHING) -> Invocation:
         """Start the tool's work without waiting for it; the invocation. It counts against the key's
         limits as a call does (started this minute, and running until the work ends upstream, which
-        a thread of this process follows for the task's ``lifetime`` at most, in seconds). Raises
+        a thread of this process follows for the task's ``lifetime`` at most, in seconds), and was
+        ``charge``-d by :meth:`admit`, given back when the work does not start. Raises
         :class:`LimitReached` and :class:`Unreachable`."""
         place = contextlib.ExitStack()
-        place.enter_context(self.limits.call(self.digest))
+        try:
+            place.enter_context(self.limits.call(self.digest))
+        except LimitReached:
+            charge.refund()
+            raise
         try:
             invocation = self.gateway.invoke(tool.slug, arguments, sync=False)
         except GatewayError as exc:
@@ -374,15 +339,23 @@ class Tenant:
             catalog, tool, arguments = self.prepare(name, arguments, options.profile, options.narrow)
         except Refused as refused:
             return refused.result
-        stop = options.gate(tool, arguments) if options.gate is not None else None
+        stop, charge = self.admit(tool, arguments, options.gate)
         if stop is not None:
             return stop
         try:
             with self.limits.call(self.digest):
                 return ToolCall(self, catalog, tool, arguments, options).answer()
         except LimitReached as exc:
+            charge.refund()
             metrics.ERRORS.labels("tenant_limit").inc()
-            return results.error_result(exc.message)
+            return results.limit_result(exc.message, exc.data)
+
+    def admit(self, tool: Tool, arguments: dict[str, Any], gate: Gate | None) -> tuple[dict[str, Any] | None, Charge]:
+        """Count a call of ``tool`` against the key's budget, through ``gate`` (the confirmation
+        step, told when the call is past the budget): the answer to give instead, or ``None`` and what
+        the call was charged (see :meth:`.SpendGuard.admit`)."""
+        ask = None if gate is None else lambda over: gate(tool, arguments, over)
+        return self.spend.admit(self.digest, self.key_id, tool, ask)
 
 
 @lru_cache(maxsize=64)

@@ -13,7 +13,8 @@ from colabhive_mcp.catalog.profiles import NAMES
 from colabhive_mcp.gateway.client import GatewayError
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.sandbox import DEMO_KEY
-from colabhive_mcp.tenants.tenant import Tenant, Unreachable
+from colabhive_mcp.tenants.refusals import Unreachable
+from colabhive_mcp.tenants.tenant import Tenant
 
 from ..support.core_client import Client
 from ..support.environ import server_env

@@ -16,7 +16,7 @@ from ...loopback import is_loopback
 from ...protocol import jsonrpc
 from ...protocol.lifecycle import server_card
 from ...settings.config import Config
-from ...tenants.tenant import Unreachable
+from ...tenants.refusals import Unreachable
 from .incoming import HttpRequest, bind_host, client_address
 from .outgoing import JSON, Answer, HttpError, JsonAnswer, json_response
 from .tenancy import Tenancy
