@@ -12,10 +12,12 @@ from colabhive_mcp.tenants.tenant import Tenant
 
 @pytest.fixture(autouse=True)
 def cache_home(tmp_path_factory, monkeypatch):
-    """Each test's own ``XDG_CACHE_HOME``: a stdio server it starts finds no manifest saved by another test's
-    (they share the session's sandbox, hence its URL and ETags)."""
+    """Each test's own ``XDG_CACHE_HOME`` and ``XDG_STATE_HOME``: a stdio server it starts finds no manifest
+    saved by another test's (they share the session's sandbox, hence its URL and ETags), nor what another
+    spent (the demo keys are everyone's)."""
     home = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
     return home
 
 

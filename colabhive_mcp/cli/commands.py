@@ -24,6 +24,7 @@ from ..keys import KeyRejected
 from ..manifest.version import ManifestError
 from ..protocol import LEGACY_VERSIONS, Server, Session, jsonrpc
 from ..settings.config import Config
+from ..tenants.spend import Budget
 from ..tenants.tenant import Tenant
 from .arguments import INTERRUPTED, KEY_REJECTED, NO_KEY, NO_TOOLS, OK, TOOL_FAILED, UNREACHABLE
 
@@ -92,7 +93,23 @@ def check(config: Config, out: Any = sys.stdout) -> int:
     say(f"tools      {len(shown)} shown, {len(hidden)} hidden by the filters")
     for tool in sorted(hidden, key=lambda t: t.slug):
         say(f"  hidden   {tool.slug}: {tool.refusal}")
+    for line in _budget(Budget.of(config), shown):
+        say(line)
     return OK if shown else NO_TOOLS
+
+
+def _budget(budget: Budget, shown: list[Tool]) -> list[str]:
+    """The spend guard in force: each key's budget, what past it, which of the tools count and how much."""
+    if not budget.windows:
+        return ["budget     none: billable calls are not counted (billable_calls_per_hour, billable_calls_per_day)"]
+    limits = " and ".join(f"{limit} per {window.name}" for window, limit in budget.windows)
+    past = ("the user is asked before each call (a client that cannot ask is refused)" if budget.asks
+            else "calls are refused")
+    weights = {tool.slug: budget.weight(tool) for tool in shown}
+    billable = [f"{slug}{f' (counts as {weight})' if weight > 1 else ''}"
+                for slug, weight in sorted(weights.items()) if weight]
+    return [f"budget     billable calls per key: {limits}; past it, {past}",
+            f"billable   {len(billable)} tools: {', '.join(billable) or 'none'}"]
 
 
 def _ask(server: Server, request: dict[str, Any], **context: Any) -> dict[str, Any]:

@@ -127,11 +127,11 @@ class Limits:
                     wait = self.store.next_free(REFUSED, sender)
                     raise LimitReached(f"{who[:1].upper()}{who[1:]} sent {limit} API keys that ColabHive rejected in "
                                        f"the last minute (the limit); try again in {wait:.0f} s with a valid key.",
-                                       wait, 429)
+                                       wait, 429, "rejected_keys_per_minute", allowed=limit, used=limit)
             cold_wait = per_minute_wait(self.store, COLD, "instance", per_minute)
             if cold_wait is not None:
                 raise LimitReached("This server is checking too many new API keys right now; try again shortly.",
-                                   cold_wait)
+                                   cold_wait, 503, "cold_fetches_per_minute", allowed=per_minute, used=per_minute)
             try:
                 yield
             except KeyRejected:

@@ -26,8 +26,9 @@ class Instance:
     spend: SpendGuard
 
     @classmethod
-    def of(cls, config: Config, store: InstanceStore | None = None) -> Instance:
-        """The instance over ``store`` (by default, this process's memory)."""
+    def of(cls, config: Config, store: InstanceStore | None = None, spent: InstanceStore | None = None) -> Instance:
+        """The instance over ``store`` (by default, this process's memory), counting what keys spend in
+        ``spent`` (by default, ``store``)."""
         store = store if store is not None else MemoryStore()
         return cls(store, DetachedCalls(store, config.host_timeout_grace), Limits(Quotas.of(config), store),
-                   SpendGuard(Budget.of(config), store))
+                   SpendGuard(Budget.of(config), spent or store))

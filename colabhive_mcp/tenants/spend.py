@@ -17,7 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any, Callable, NamedTuple
+from pathlib import Path
+from typing import Any, Callable, Mapping, NamedTuple
 
 from .. import metrics
 from ..calls import results
@@ -26,6 +27,7 @@ from ..catalog.tools import Tool
 from ..logs import log
 from ..settings.config import Config
 from ..store.interface import InstanceStore
+from ..store.runtime_dir import private_dir_problems
 from .limits import LimitReached
 
 BILLING = "billing"
@@ -92,11 +94,7 @@ class OverBudget(LimitReached):
         super().__init__(f"{self.situation} Ask the user whether to go on, or to raise {window.setting}.",
                          retry_after, 429, window.setting, allowed=allowed, used=used, window=window.name,
                          weight=weight, **({"cost": cost} if isinstance(cost, str) else {}))
-
-    @property
-    def result(self) -> dict[str, Any]:
-        """The refusal, as the tool's result: words for the model, figures for programs."""
-        return results.limit_result(self.message, self.data)
+        self.result = results.limit_result(self.message, self.data)  # the refusal: words for the model, figures
 
 
 class Charge:
@@ -142,8 +140,8 @@ class SpendGuard:
         stop = ask(over) if ask is not None else None
         if stop is not None:
             charge.refund()
-            if over is not None:
-                _seen(over, key_id, "declined")
+            if over is not None:  # the user said no, or could not be asked (the gate answers the refusal)
+                _seen(over, key_id, "refused" if stop is over.result else "declined")
             return stop, NOTHING
         if over is not None:
             _seen(over, key_id, "confirmed")
@@ -168,6 +166,29 @@ class SpendGuard:
                                      self.store.next_free(space, digest), tool, weight)
                 taken.append((space, reservation))
         return Charge(self.store, digest, tuple(taken)) if taken else NOTHING
+
+
+def kept_store(environ: Mapping[str, str]) -> InstanceStore | None:
+    """Where a stdio server counts what its key spends, so that a restart forgets none of it and the
+    servers one user runs in every host count against one budget: ``$XDG_STATE_HOME/colabhive-mcp/spend``
+    (else ``~/.local/state/…``), a directory of this user's alone; ``None`` when there is none."""
+    home = environ.get("XDG_STATE_HOME") or (f"{environ['HOME']}/.local/state" if environ.get("HOME") else None)
+    if home is None:
+        return None
+    import sqlite3  # (a stdio server with no budget never loads SQLite)
+
+    from ..store.sqlite import SqliteStore
+
+    directory = Path(home) / "colabhive-mcp" / "spend"
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        problems = private_dir_problems(str(directory))
+        if not problems:
+            return SqliteStore(str(directory / "spend.db"))
+    except (OSError, sqlite3.Error) as exc:
+        problems = [str(exc)]
+    log.bind(path=str(directory), problem=" and ".join(problems)).warning("spend.counted_in_memory")
+    return None
 
 
 def _space(window: Window) -> str:

@@ -93,6 +93,17 @@ def test_check_says_what_is_wrong_with_its_exit_code(sandbox):
     assert unreachable.returncode == 4 and "FAILED" in unreachable.stdout
 
 
+def test_check_shows_the_budget_in_force(sandbox):
+    none = cli("check", sandbox=sandbox)
+    assert "budget     none: billable calls are not counted" in none.stdout
+    budgeted = cli("check", "--billable-calls-per-hour", "50", "--billable-calls-per-day", "500", "--spend-guard",
+                   "refuse", "--billable-weights", "image-*=5", "--billable-tools", "web-*", sandbox=sandbox)
+    assert budgeted.returncode == 0
+    assert "billable calls per key: 50 per hour and 500 per day; past it, calls are refused" in budgeted.stdout
+    assert ("billable   5 tools: cold-summarizer, hive-chat, image-gen-tiny (counts as 5), text-embed-small, "
+            "web-scrape") in budgeted.stdout
+
+
 def test_tools_shows_what_an_agent_sees(sandbox):
     listed = cli("tools", "--json", sandbox=sandbox)
     names = [t["name"] for t in json.loads(listed.stdout)]

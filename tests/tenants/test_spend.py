@@ -10,7 +10,7 @@ from colabhive_mcp.catalog.tools import Tool
 from colabhive_mcp.protocol import Server
 from colabhive_mcp.store.memory import MemoryStore
 from colabhive_mcp.store.sqlite import SqliteStore
-from colabhive_mcp.tenants.spend import NOTHING, Budget, SpendGuard
+from colabhive_mcp.tenants.spend import NOTHING, Budget, SpendGuard, kept_store
 from colabhive_mcp.tenants.tenant import Tenant
 
 from ..support.clock import FakeClock
@@ -169,3 +169,15 @@ def test_what_a_model_reads_past_the_budget(config, journal, modern):
     assert len(journal("invoke")) == 2
     echo = client.call("echo", {"text": "free"}, modern=modern)["result"]
     assert echo["content"][0]["text"] == "free"
+
+
+def test_a_stdio_servers_spend_is_kept_only_where_nobody_else_can_write(tmp_path):
+    kept = kept_store({"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert isinstance(kept, SqliteStore)
+    kept.close()
+    assert (tmp_path / "state" / "colabhive-mcp" / "spend").stat().st_mode & 0o777 == 0o700
+    shared = tmp_path / "shared" / "colabhive-mcp" / "spend"
+    shared.mkdir(parents=True)
+    shared.chmod(0o777)
+    assert kept_store({"XDG_STATE_HOME": str(tmp_path / "shared")}) is None  # counted in memory instead
+    assert kept_store({}) is None

@@ -82,12 +82,14 @@ class Admission:
             if self.used >= self.size:
                 metrics.ERRORS.labels("worker_busy").inc()
                 raise LimitReached(f"This server is busy: all {self.size} places for long requests of this worker "
-                                   "are taken; try again shortly.", BUSY_RETRY_S, 503)
-            if self.fair and mine >= share(self.size, self.used - mine):
+                                   "are taken; try again shortly.", BUSY_RETRY_S, 503, "http_long_requests",
+                                   allowed=self.size, used=self.used)
+            fair_share = share(self.size, self.used - mine)
+            if self.fair and mine >= fair_share:
                 metrics.ERRORS.labels(past_share).inc()
                 raise LimitReached(f"{who} {mine} of this worker's {self.size} places for long requests, their "
                                    "share while others use the rest; try again when one of them ends.",
-                                   BUSY_RETRY_S, 429)
+                                   BUSY_RETRY_S, 429, "http_long_requests", allowed=fair_share, used=mine)
             self._held[holder] = mine + 1
             self.used += 1
         try:

@@ -8,6 +8,7 @@ import time
 import pytest
 import requests
 
+from colabhive_mcp.calls.results import LIMIT
 from colabhive_mcp.sandbox import DEMO_KEY, DEMO_KEY_B
 from colabhive_mcp.settings.config import Config
 from colabhive_mcp.transports.http.admission import long_request_places
@@ -76,6 +77,8 @@ def test_a_worker_keeps_threads_for_short_requests_whatever_holds_the_others(gat
             refused = call(one, DEMO_KEY_B, 0)
             assert refused.status_code == 503 and refused.headers["Retry-After"] == "5"
             assert refused.json()["error"]["code"] == -31429 and "3 places" in refused.json()["error"]["message"]
+            assert refused.json()["error"]["data"] == {"limit": "http_long_requests", "allowed": 3, "used": 3,
+                                                       "retryAfter": 5}  # what the header says, for a program
             assert health_time(one) < 1
             assert modern(one.url, "tools/list", key=DEMO_KEY_B).status_code == 200  # short requests pass
             sandbox.add_key("hive_newcomer_0123")  # a key's first check may take long: no place left for it
@@ -100,6 +103,8 @@ def test_calls_per_key_are_counted_by_the_instance_through_evictions(gateway_san
                 assert not echo(two, DEMO_KEY_B).get("isError")
                 refused = echo(two, DEMO_KEY)
                 assert refused["isError"] and "limit is 2" in refused["content"][0]["text"]
+                assert refused["_meta"][LIMIT] == {"limit": "tenant_max_concurrent", "allowed": 2, "used": 2,
+                                                   "retryAfter": 5}
             assert len(journal("invoke")) == 2 + 4  # the refused calls never reached the gateway
             assert all(h.result().status_code == 200 for h in held)
         assert not echo(two, DEMO_KEY).get("isError")
@@ -112,6 +117,8 @@ def test_streams_per_key_and_their_maximum_age(gateway_sandbox, sandbox):
         for refused in (open_sse(two, DEMO_KEY), listen(two, DEMO_KEY)):
             assert refused.status_code == 429 and int(refused.headers["Retry-After"]) > 0
             assert "2 streams" in refused.json()["error"]["message"]
+            data = refused.json()["error"]["data"]
+            assert data["limit"] == "tenant_max_streams" and data["retryAfter"] == int(refused.headers["Retry-After"])
         other = open_sse(two, DEMO_KEY_B)
         assert other.status_code == 200  # another key's streams count apart
         assert open_sse(two, "hive_made_up_key").status_code == 401  # only a key the gateway accepts
