@@ -168,6 +168,32 @@ def test_every_spelling_of_a_key_reaches_one_instance(gateway_sandbox, sandbox):
             instance.stop()
 
 
+def test_a_keys_budget_holds_through_the_site(gateway_sandbox, sandbox, journal):
+    """Two instances at their default workers behind the site, a budget of 10 billable calls: 32 calls
+    of one key at once, and exactly 10 reach the gateway (the site keeps the key on one instance,
+    whose workers count in one store)."""
+    settings = {"COLABHIVE_BILLABLE_CALLS_PER_HOUR": "10", "COLABHIVE_SPEND_GUARD": "refuse"}
+    instances = [HttpServer(gateway_sandbox.url, env=settings) for _ in range(2)]
+    proxy = Nginx([f"127.0.0.1:{instance.port}" for instance in instances])
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "image-gen-tiny", "arguments": {"prompt": "a hive", "size": 16}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "image-gen-tiny"}
+    try:
+        proxy.start()
+        with concurrent.futures.ThreadPoolExecutor(32) as pool:
+            answers = list(pool.map(lambda _: through(proxy, call, **headers), range(32)))
+    finally:
+        proxy.stop()
+        for instance in instances:
+            instance.stop()
+    assert {a.status_code for a in answers} == {200}
+    results = [a.json()["result"] for a in answers]
+    assert sum(not r.get("isError") for r in results) == 10
+    assert all("budget of 10 billable" in r["content"][0]["text"] for r in results if r.get("isError"))
+    assert [e["slug"] for e in journal("invoke")] == ["image-gen-tiny"] * 10
+
+
 def test_no_part_of_a_credential_reaches_nginx_logs(behind_nginx, sandbox):
     """Keys in every form, an overlong token among them (past 255 bytes nginx would write a limit's
     key to its error log), appear in neither of nginx's logs."""
