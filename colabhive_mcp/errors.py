@@ -10,6 +10,7 @@
     ├── Unreachable     the gateway failed a request about a key's work (tenants/refusals.py) -32603 · 503
     ├── ManifestError   no tool list can be served (manifest/version.py)                -32603 · 503
     ├── UnknownTool     no tool of that name for this key (tenants/refusals.py)         -32602
+    ├── OutOfScope      an OAuth grant does not cover the call (tenants/refusals.py)    -31403 · 403
     ├── Refused         a call refused before the gateway heard of it (tenants/refusals.py) an isError result
     └── JsonRpcError    a protocol error with its own code (here; spoken by protocol/jsonrpc.py)
         └── HttpError   an answer decided at the HTTP edge, with its status (transports/http/outgoing.py)
@@ -28,6 +29,7 @@ INTERNAL_ERROR = -32603
 # this server's own codes (outside the reserved range): the gateway rejected the caller's API key;
 # a limit (the key's, or the server's) is full for now: the HTTP answer's Retry-After says when to retry
 KEY_REJECTED = -31401
+INSUFFICIENT_SCOPE = -31403  # an OAuth grant does not cover the call: HTTP 403, with the challenge that asks for more
 LIMIT_REACHED = -31429
 BUSY_RETRY_S = 5.0  # what to tell a caller refused for a place that frees when some work ends
 

@@ -40,3 +40,8 @@ def needed(effects: list[str] | None, billable: bool) -> frozenset[str]:
 
 def allows(granted: frozenset[str], effects: list[str] | None, billable: bool) -> bool:
     return FULL in granted or needed(effects, billable) <= granted
+
+
+def covers(granted: frozenset[str], asked: frozenset[str]) -> bool:
+    """Whether ``granted`` holds all of ``asked`` (a refresh may narrow a scope, never widen it)."""
+    return FULL in granted or (FULL not in asked and asked <= granted)

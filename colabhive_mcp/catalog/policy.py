@@ -1,5 +1,6 @@
 """Which actions a server exposes: allow/deny globs, kinds, side effects (allowed or denied; ``*``
-means every side effect in both lists), stability, read-only.
+means every side effect in both lists), stability, read-only; and, for a request made with an OAuth
+grant, the grant's scopes (:mod:`colabhive_mcp.scopes`).
 
 The same :class:`Policy` filters ``tools/list`` and is checked again on ``tools/call``, so a
 hidden action can never be reached by guessing its name.
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from .. import scopes
 from ..settings.config import STABILITIES, Config
 
 
@@ -25,6 +27,8 @@ class Policy:
     deny_side_effects: tuple[str, ...] = ()
     min_stability: str = "experimental"
     read_only: bool = False
+    granted: frozenset[str] | None = None  # an OAuth grant's scopes (None: a key's full rights)
+    billable: tuple[str, ...] = ()  # slug globs billable besides the billing side effect (what the scopes see)
 
     @classmethod
     def from_config(cls, config: Config) -> "Policy":
@@ -63,6 +67,25 @@ class Policy:
         if stability in STABILITIES and STABILITIES.index(stability) < STABILITIES.index(self.min_stability):
             return f"it is {stability} and the server shows {self.min_stability} or better"
         return None
+
+
+    def wants(self, entry: dict[str, Any], builtin: bool = False) -> frozenset[str] | None:
+        """The scopes ``entry`` needs that the grant lacks, with the granted ones (what a step-up asks
+        for), or ``None`` when the grant covers it."""
+        if self.granted is None or builtin:
+            return None
+        effects = side_effects(entry)
+        if scopes.allows(self.granted, effects, billable(entry, self.billable)):
+            return None
+        return self.granted | scopes.needed(effects, billable(entry, self.billable))
+
+    def hides(self, entry: dict[str, Any], builtin: bool = False) -> bool:
+        return self.refusal(entry, builtin) is not None or self.wants(entry, builtin) is not None
+
+
+def billable(entry: dict[str, Any], globs: tuple[str, ...] = ()) -> bool:
+    """Whether a call of ``entry`` is paid for: it declares the billing side effect, or the operator names it."""
+    return "billing" in (side_effects(entry) or ()) or any(fnmatchcase(entry["name"], glob) for glob in globs)
 
 
 def side_effects(entry: dict[str, Any]) -> list[str] | None:

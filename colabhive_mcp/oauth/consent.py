@@ -3,7 +3,9 @@
 ``GET /authorize`` is checked in two steps (RFC 6749 §4.1.2.1): a request whose client or
 redirect URI is wrong gets an error page and never a redirect (no open redirect); any other
 fault goes back to the client's redirect URI as an error, with ``state`` and ``iss``. A good
-request gets the consent page (:mod:`colabhive_mcp.oauth.pages`).
+request gets the consent page (:mod:`colabhive_mcp.oauth.pages`), where the person also chooses
+what the application gets (its scope: :mod:`colabhive_mcp.scopes`), the scope it asked for chosen
+to begin with.
 
 The page holds the request in a sealed, expiring form token, so the POST that answers it needs
 no cookie and cannot be forged for another request; it works without JavaScript.
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from .. import scopes
 from .clients import Admit, Client, Clients
 from .errors import OAuthError
 from .grants import same_resource
@@ -32,11 +35,16 @@ class AuthorizationRequest:
     state: str | None
     challenge: str
     resource: str
+    scope: str = scopes.FULL  # what the application asks for (the person chooses on the page)
 
     def fields(self) -> dict[str, Any]:
         """What the form token carries, to rebuild the request on the POST."""
         return {"c": self.client.client_id, "u": self.redirect_uri, "t": self.state, "p": self.challenge,
-                "r": self.resource}
+                "r": self.resource, "s": self.scope}
+
+    def granted(self, choice: str | None) -> str:
+        """The scope the person chose on the page (:data:`colabhive_mcp.scopes.CHOICES`), else the one asked for."""
+        return next((scope for value, scope, _ in scopes.CHOICES if value == choice), self.scope)
 
 
 class Redirected(Exception):
@@ -71,7 +79,10 @@ class Consent:
         resource = params.get("resource") or self.endpoints.resource
         if not same_resource(resource, self.endpoints.resource):
             raise refuse("invalid_target", f"This server grants access to {self.endpoints.resource} only.")
-        return AuthorizationRequest(client, redirect_uri, state, challenge, self.endpoints.resource)
+        asked = scopes.parse(params.get("scope"))
+        if asked is None:
+            raise refuse("invalid_scope", f"This server grants the scopes {', '.join(scopes.SUPPORTED)} only.")
+        return AuthorizationRequest(client, redirect_uri, state, challenge, self.endpoints.resource, scopes.spelt(asked))
 
     def form_token(self, request: AuthorizationRequest) -> str:
         return self.forms.seal(request.fields(), FORM_TTL_S)
@@ -83,7 +94,8 @@ class Consent:
             raise OAuthError("invalid_request", "The consent form expired or was altered.",
                              plain="This page has expired: go back to the application and connect again.")
         client = self.clients.find(fields["c"])
-        return AuthorizationRequest(client, fields["u"], fields["t"], fields["p"], fields["r"])
+        return AuthorizationRequest(client, fields["u"], fields["t"], fields["p"], fields["r"],
+                                    fields.get("s") or scopes.FULL)
 
     def redirect(self, redirect_uri: str, state: str | None, **params: str) -> str:
         """``redirect_uri`` with ``params``, ``state`` and ``iss`` (RFC 9207) added to its query."""

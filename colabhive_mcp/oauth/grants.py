@@ -1,5 +1,5 @@
 """Codes and tokens: each carries the ColabHive key sealed, with the client, the resource, the
-scope and the expiry. An authorization code is redeemed once, and a refresh token used once (it
+scope (what the person chose on the consent page: :mod:`colabhive_mcp.scopes`) and the expiry. An authorization code is redeemed once, and a refresh token used once (it
 hands out a new one), across every worker of the instance.
 
 A redeemed code starts a *grant*, named by the code's digest; its refresh tokens carry that name
@@ -18,6 +18,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .. import scopes
 from ..encoding import b64url
 from ..keys import MAX_KEY_CHARS
 from ..store.interface import InstanceStore
@@ -25,7 +26,6 @@ from . import urls
 from .assertions import Proof
 from .errors import OAuthError
 from .marks import use_once
-from .metadata import SCOPE
 from .sealing import Sealer
 
 CODE_TTL_S = 120.0
@@ -42,7 +42,7 @@ class Grant:
     key: str
     client_id: str
     resource: str
-    scope: str = SCOPE
+    scope: str = scopes.FULL  # as the token response says it (scopes.spelt)
     signed: bool = False  # the client proves itself with a signed assertion at the token endpoint
 
 
@@ -87,7 +87,7 @@ class Grants:
     # -- the authorization code ------------------------------------------------------------------
 
     def code(self, grant: Grant, redirect_uri: str, challenge: str) -> str:
-        return self.codes.seal({"k": grant.key, "c": grant.client_id, "r": grant.resource, "s": grant.scope,
+        return self.codes.seal({"k": grant.key, "c": grant.client_id, "r": grant.resource, **_scoped(grant),
                                 "u": redirect_uri, "p": challenge, **_signed(grant)}, CODE_TTL_S)
 
     def redeem(self, form: Mapping[str, str], proof: Proof | None) -> dict[str, Any]:
@@ -111,7 +111,7 @@ class Grants:
         name = digest(form["code"])
         _spend(proof)
         self._use(name, 0, "The authorization code was already used.")
-        return self.tokens(Grant(code["k"], code["c"], code["r"], code["s"], bool(code.get("a"))), name, 1)
+        return self.tokens(Grant(code["k"], code["c"], code["r"], _scope(code), bool(code.get("a"))), name, 1)
 
     # -- tokens ------------------------------------------------------------------------------------
 
@@ -139,10 +139,11 @@ class Grants:
         if token["r"] != self.resource_digest:
             raise OAuthError("invalid_target", "The refresh token is for another resource.")
         self._check_resource(form.get("resource"), self.resource)
-        granted = str(token.get("s") or SCOPE)
-        if set((form.get("scope") or granted).split()) - set(granted.split()):
+        granted = _scope(token)
+        asked = scopes.parse(form.get("scope") or granted)
+        if asked is None or not scopes.covers(scopes.parse(granted) or frozenset(), asked):
             raise OAuthError("invalid_scope", "A refresh cannot widen the scope.")
-        grant = Grant(token["k"], client_id, self.resource, granted, bool(token.get("a")))
+        grant = Grant(token["k"], client_id, self.resource, scopes.spelt(asked), bool(token.get("a")))
         assert isinstance(text, str)  # (it opened)
         if "f" not in token:  # sealed before grants had names: its own grant, of generation 0
             return Refreshing(grant, digest(text), 0, unnamed=text)
@@ -162,8 +163,9 @@ class Grants:
         nginx's site buckets): a key of up to about 98 characters does."""
         return len(self.access.seal(_bound(grant), self.access_ttl)) <= MAX_KEY_CHARS
 
-    def key_of(self, access_token: str) -> str:
-        """The key an access token carries; raises ``invalid_token`` saying why it is not usable here."""
+    def key_of(self, access_token: str) -> tuple[str, frozenset[str]]:
+        """The key an access token carries, and the scopes it grants; raises ``invalid_token`` saying
+        why it is not usable here."""
         payload = self.access.read(access_token)
         if payload is None:
             raise OAuthError("invalid_token", "The access token is not one this server issued.", 401)
@@ -171,7 +173,10 @@ class Grants:
             raise OAuthError("invalid_token", "The access token has expired.", 401)
         if payload.get("r") != self.resource_digest:
             raise OAuthError("invalid_token", "The access token was issued for another resource.", 401)
-        return payload["k"]
+        granted = scopes.parse(_scope(payload))
+        if granted is None:  # (a later release's scope: nothing it does not know is granted)
+            raise OAuthError("invalid_token", "The access token grants a scope this server does not know.", 401)
+        return payload["k"], granted
 
     def _check_resource(self, given: str | None, bound: str) -> None:
         if given and not same_resource(given, bound):
@@ -210,8 +215,24 @@ def _check_proof(signed: bool, proof: Proof | None) -> None:
 
 
 def _bound(grant: Grant) -> dict[str, Any]:
-    """What a token of ``grant`` carries: the key, and digests of the client and the resource."""
-    bound = {"k": grant.key, "c": digest(grant.client_id), "r": digest(grant.resource)}
-    if grant.scope != SCOPE:  # (the only one today: a token stays short, nginx buckets it up to 255 characters)
-        bound["s"] = grant.scope
-    return bound
+    """What a token of ``grant`` carries: the key, digests of the client and the resource, its scope."""
+    return {"k": grant.key, "c": digest(grant.client_id), "r": digest(grant.resource), **_scoped(grant)}
+
+
+LETTERS = {scopes.READ: "r", scopes.WRITE: "w", scopes.BILLING: "b"}  # a narrower scope, as a token carries it
+
+
+def _scoped(grant: Grant) -> dict[str, Any]:
+    """A narrower scope than everything, in a letter each (a token stays short: nginx buckets it up to
+    255 characters); nothing for everything."""
+    granted = scopes.parse(grant.scope) or frozenset()
+    return {} if scopes.FULL in granted else {"s": "".join(LETTERS[s] for s in scopes.SUPPORTED if s in granted)}
+
+
+def _scope(sealed: Mapping[str, Any]) -> str:
+    """The scope a code or token carries (none: everything; a code of the release before: the scope's text)."""
+    letters = sealed.get("s")
+    if not letters or letters == scopes.FULL:
+        return scopes.FULL
+    named = [scope for scope, letter in LETTERS.items() if letter in letters]
+    return " ".join(named) if len(named) == len(letters) else str(letters)  # an unknown letter stays unknown

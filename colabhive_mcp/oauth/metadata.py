@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from .. import scopes
 from .clients import PUBLIC, SIGNED, SIGNING_ALGS
 
-SCOPE = "mcp"  # the one scope: this key's ColabHive tools
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"
 AUTHORIZATION_SERVER_METADATA_PATH = "/.well-known/oauth-authorization-server"
 AUTHORIZE_PATH, TOKEN_PATH, REGISTER_PATH = "/authorize", "/token", "/register"
@@ -38,15 +38,18 @@ class Endpoints:
         """The metadata's address at the resource's own path (RFC 9728 §3.1), the one the challenge names."""
         return self.issuer + RESOURCE_METADATA_PATH + urlsplit(self.resource).path
 
-    def challenge(self, error: str | None = None) -> str:
-        """``WWW-Authenticate`` for a request without a usable token (RFC 6750 §3, RFC 9728 §5.1)."""
+    def challenge(self, error: str | None = None, scope: str = scopes.FULL) -> str:
+        """``WWW-Authenticate`` for a request without a usable token (RFC 6750 §3, RFC 9728 §5.1), or
+        with one whose grant does not cover it (``insufficient_scope``: ``scope`` is every scope the
+        request needs, as the MCP authorization spec's step-up asks)."""
         fields = [f'error="{error}"'] if error else []
-        fields += [f'resource_metadata="{self.resource_metadata_url}"', f'scope="{SCOPE}"']
+        fields += [f'resource_metadata="{self.resource_metadata_url}"', f'scope="{scope}"']
         return "Bearer " + ", ".join(fields)
 
     def protected_resource(self) -> dict[str, Any]:
         """RFC 9728 protected resource metadata."""
-        return {"resource": self.resource, "authorization_servers": [self.issuer], "scopes_supported": [SCOPE],
+        return {"resource": self.resource, "authorization_servers": [self.issuer],
+                "scopes_supported": list(scopes.SUPPORTED),
                 "bearer_methods_supported": ["header"], "resource_name": "ColabHive MCP",
                 "resource_documentation": DOCUMENTATION}
 
@@ -57,7 +60,7 @@ class Endpoints:
                 "authorization_endpoint": self.issuer + AUTHORIZE_PATH,
                 "token_endpoint": self.token_endpoint,
                 "registration_endpoint": self.issuer + REGISTER_PATH,
-                "scopes_supported": [SCOPE],
+                "scopes_supported": list(scopes.SUPPORTED),
                 "response_types_supported": ["code"],
                 "response_modes_supported": ["query"],
                 "grant_types_supported": ["authorization_code", "refresh_token"],

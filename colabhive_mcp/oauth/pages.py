@@ -16,6 +16,7 @@ import html
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from .. import scopes
 from ..keys import KEYS_URL
 from ..loopback import is_loopback
 from .clients import Client
@@ -26,7 +27,9 @@ STYLE = ("body{font:16px/1.5 system-ui,sans-serif;max-width:32em;margin:3em auto
          ".error{color:#a00;font-weight:600}label{display:block;margin:1.2em 0 .3em;font-weight:600}"
          ".vouched{color:#075;font-weight:600}.own{color:#8a5a00;font-weight:600}"
          "input[type=password]{width:100%;box-sizing:border-box;padding:.5em;font:inherit}"
-         "button{margin:1em .5em 0 0;padding:.5em 1.2em;font:inherit}small{color:#555}")
+         "button{margin:1em .5em 0 0;padding:.5em 1.2em;font:inherit}small{color:#555}"
+         "fieldset{border:0;padding:0;margin:1.2em 0 0}legend{font-weight:600}"
+         ".choice label{display:inline;margin:0 0 0 .4em;font-weight:400}.choice{margin:.3em 0}")
 STYLE_HASH = base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
 
 # what an error page says, by the RFC's error, when the refusal has no sentence for people of its own
@@ -65,8 +68,9 @@ def _source(uri: str) -> str:
 
 
 def consent_page(client: Client, redirect_uri: str, form_token: str, lifetimes: Lifetimes,
-                 error: str | None = None) -> str:
-    """The consent page: who asks, where the answer goes, what it gets and for how long, the key field."""
+                 error: str | None = None, scope: str = scopes.FULL) -> str:
+    """The consent page: who asks, where the answer goes, what it gets (``scope``, what it asked for,
+    chosen to begin with) and for how long, the key field."""
     e = html.escape
     notice = f'<p class="error" role="alert">{e(error)}</p>' if error else ""
     return _document("Connect to ColabHive", f"""<h1>Connect {e(client.name)} to ColabHive</h1>
@@ -75,6 +79,9 @@ def consent_page(client: Client, redirect_uri: str, form_token: str, lifetimes: 
 {_destination(redirect_uri)}</p></div>
 {notice}<form method="post" action="/authorize">
 <input type="hidden" name="request" value="{e(form_token)}">
+<fieldset><legend>What it may use</legend>
+{_choices(scope)}
+</fieldset>
 <label for="key">Your ColabHive API key</label>
 <input type="password" id="key" name="key" autocomplete="off" required placeholder="hive_...">
 <small>Find it, or make one, at <a href="{KEYS_URL}">{KEYS_URL}</a>.</small><br>
@@ -84,6 +91,14 @@ def consent_page(client: Client, redirect_uri: str, form_token: str, lifetimes: 
 <p><small>{_how_long(lifetimes)} The key travels sealed inside that access; this server keeps no copy.
 To end the access, revoke the key in the ColabHive console (at once, for every application that
 holds it) or remove the connection in the application.</small></p>""")
+
+
+def _choices(asked: str) -> str:
+    """The grants the person may choose, the one asked for (else everything) chosen to begin with."""
+    chosen = next((value for value, scope, _ in scopes.CHOICES if scope == asked), scopes.CHOICES[0][0])
+    return "\n".join(f'<div class="choice"><input type="radio" id="grant-{value}" name="grant" value="{value}"'
+                     f'{" checked" if value == chosen else ""}><label for="grant-{value}">{html.escape(words)}</label></div>'
+                     for value, _, words in scopes.CHOICES)
 
 
 def _who(client: Client) -> str:

@@ -42,7 +42,8 @@ def needs_confirmation(policy: str, tool: Tool) -> bool:
     return policy != "off" and not tool.builtin and side_effects(tool.entry) != []
 
 
-def elicitation(tool: Tool, arguments: dict[str, Any], version: str, over_budget: str | None = None) -> dict[str, Any]:
+def elicitation(tool: Tool, arguments: dict[str, Any], version: str,
+                over_budget: str | None = None) -> dict[str, Any]:
     """The ``elicitation/create`` params: a yes/no form describing what would run, and, for a call
     past the key's budget, what was spent (``over_budget``: the spend guard's words)."""
     effects = side_effects(tool.entry)

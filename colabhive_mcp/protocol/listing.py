@@ -46,7 +46,7 @@ def _listing(request: Request) -> tuple[list[dict[str, Any]], str | None]:
     catalog = request.tenant.catalog(request.profile)
     by_name = catalog.by_name
     return [t for t in catalog.listing(request.version)
-            if narrow.refusal(by_name[t["name"]].entry, by_name[t["name"]].builtin) is None], catalog.manifest.etag
+            if not narrow.hides(by_name[t["name"]].entry, by_name[t["name"]].builtin)], catalog.manifest.etag
 
 
 def _make_cursor(offset: int, fingerprint: str) -> str:

@@ -16,13 +16,15 @@ from .jsonrpc import RequestFrame, RequestId, notification
 @dataclass(frozen=True)
 class Narrowing:
     """A hosted request's own narrowing of the tool set: it can hide tools, never show one the
-    server's own policy hides."""
+    server's own policy hides. Its headers ask for some; an OAuth grant's scopes are one too."""
 
     tools: tuple[str, ...] = ()  # slug globs: only these (none: all)
     read_only: bool = False
+    granted: frozenset[str] | None = None  # the scopes of the grant the request was made with (None: a key's)
 
-    def policy(self) -> Policy:
-        return Policy(allow=self.tools or ("*",), read_only=self.read_only)
+    def policy(self, billable: tuple[str, ...] = ()) -> Policy:
+        """As a policy; ``billable``: the slug globs the server counts billable (what the scopes see)."""
+        return Policy(allow=self.tools or ("*",), read_only=self.read_only, granted=self.granted, billable=billable)
 
 
 @dataclass

@@ -115,8 +115,8 @@ class Server:
                  narrow: Narrowing | None) -> dict[str, Any]:
         """The response to a request: its result, or the JSON-RPC error it comes to."""
         try:
-            return jsonrpc.result(frame.id, self._dispatch(
-                frame, tenant, session, notify, cancelled, narrow.policy() if narrow else None))
+            policy = narrow.policy(self.config.billable_tools) if narrow else None
+            return jsonrpc.result(frame.id, self._dispatch(frame, tenant, session, notify, cancelled, policy))
         except ColabHiveError as exc:  # what it means to the client, said once (errors.py)
             metrics.ERRORS.labels("key_rejected" if isinstance(exc, KeyRejected) else f"jsonrpc_{-exc.code}").inc()
             return jsonrpc.error(frame.id, jsonrpc.as_error(exc))

@@ -1,5 +1,6 @@
 """What a tenant answers instead of running a call or reaching its work: a tool it does not have, a
-call refused before the gateway heard of it, a gateway that failed a request about the key's work."""
+call refused before the gateway heard of it (or outside the request's OAuth grant), a gateway that
+failed a request about the key's work."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any, NamedTuple
 
 from ..calls import results
 from ..catalog.tools import Catalog, Tool
-from ..errors import INVALID_PARAMS, ColabHiveError
+from .. import scopes
+from ..errors import INSUFFICIENT_SCOPE, INVALID_PARAMS, ColabHiveError
 from ..gateway.client import GatewayError
 
 
@@ -52,3 +54,21 @@ class Prepared(NamedTuple):
     catalog: Catalog
     tool: Tool
     arguments: dict[str, Any]
+
+
+class OutOfScope(ColabHiveError):
+    """A call of a tool the request's OAuth grant does not cover: HTTP answers 403 with the challenge
+    that asks for ``scope`` (every scope the call needs, the granted ones with them), so the host can
+    ask its user for more and call again."""
+
+    code = INSUFFICIENT_SCOPE
+    http_status = 403
+
+    def __init__(self, tool_name: str, wanted: frozenset[str]) -> None:
+        self.scope = scopes.spelt(wanted)
+        super().__init__(f"Tool {tool_name!r} needs more than this connection was granted: the scope {self.scope}. "
+                         "The application can ask you to grant it (connect again and choose what it may use).")
+
+    @property
+    def data(self) -> dict[str, str]:
+        return {"scope": self.scope}

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from .. import metrics
 from ..calls import results
-from ..catalog.policy import side_effects
+from ..catalog.policy import billable
 from ..catalog.tools import Tool
 from ..logs import log
 from ..settings.config import Config
@@ -30,7 +30,6 @@ from ..store.interface import InstanceStore
 from ..store.runtime_dir import private_dir_problems
 from .limits import LimitReached
 
-BILLING = "billing"
 BEYOND = 1 << 62  # the "limit" of a call the user let through past its budget: it is counted all the same
 
 
@@ -72,11 +71,9 @@ class Budget:
 
     def weight(self, tool: Tool) -> int:
         """How many billable calls one call of ``tool`` counts as (0: it is not billable)."""
-        slug = tool.slug
-        if tool.builtin or not (BILLING in (side_effects(tool.entry) or ())
-                                or any(fnmatchcase(slug, glob) for glob in self.billable)):
+        if tool.builtin or not billable(tool.entry, self.billable):
             return 0
-        return next((weight for glob, weight in self.weights if fnmatchcase(slug, glob)), 1)
+        return next((weight for glob, weight in self.weights if fnmatchcase(tool.slug, glob)), 1)
 
 
 class OverBudget(LimitReached):

@@ -36,7 +36,7 @@ from ..revisions import revision
 from ..settings import upgrade
 from ..settings.config import Config
 from .limits import LimitReached
-from .refusals import Prepared, Refused, UnknownTool, Unreachable
+from .refusals import OutOfScope, Prepared, Refused, UnknownTool, Unreachable
 from .shared import Instance
 from .spend import NOTHING, Charge
 
@@ -303,7 +303,7 @@ class Tenant:
                 narrow: Policy | None = None) -> Prepared:
         """The tool to run and the arguments it gets: those given, less the keys the client's host is
         known to inject (e.g. n8n's ``toolCallId``) that the tool's schema does not ask for (the
-        caller's own are left alone). Raises :class:`UnknownTool`, and :class:`Refused` for a call
+        caller's own are left alone). Raises :class:`UnknownTool`, :class:`OutOfScope`, and :class:`Refused` for a call
         refused without the gateway (no tool list, a hidden tool, wrong arguments)."""
         try:
             catalog = self.catalog(profile)
@@ -318,6 +318,9 @@ class Tenant:
         refusal = tool.refusal or (narrow.refusal(tool.entry, tool.builtin) if narrow is not None else None)
         if refusal is not None:
             raise Refused(f"Tool {name!r} is not available on this server: {refusal}.")
+        wanted = narrow.wants(tool.entry, tool.builtin) if narrow is not None else None
+        if wanted is not None:
+            raise OutOfScope(name, wanted)
         kept = arguments
         if profile.drop_arguments and not set(arguments).isdisjoint(profile.drop_arguments):
             declared = (tool.entry.get("inputSchema") or {}).get("properties") or {}

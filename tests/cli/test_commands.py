@@ -18,7 +18,7 @@ def said(run, *args):
 def test_check_walks_each_step_and_names_the_one_that_fails(config):
     code, text = said(commands.check, config)
     steps = [line.split()[0] for line in text.splitlines()]
-    assert code == OK and steps == ["gateway", "key", "manifest", "tools"] and config.api_key not in text
+    assert code == OK and steps == ["gateway", "key", "manifest", "tools", "budget"] and config.api_key not in text
     code, text = said(commands.check, dataclasses.replace(config, api_key="hive_wrong_key_000"))
     assert code == KEY_REJECTED and text.splitlines()[-1].startswith("key")
     code, text = said(commands.check, dataclasses.replace(config, deny=("crm-*",)))

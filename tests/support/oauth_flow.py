@@ -66,15 +66,19 @@ class Flow:
                   "resource": self.resource, "scope": "mcp", **overrides}
         return self.send("GET", "/authorize", params={k: v for k, v in params.items() if v is not None})
 
-    def consent(self, page_html, key, action="allow"):
-        """Submit the consent page with ``key``; the answer (not followed)."""
-        return self.send("POST", "/authorize", data={"request": form_token(page_html), "key": key, "action": action})
+    def consent(self, page_html, key, action="allow", grant=None):
+        """Submit the consent page with ``key`` (and what the person chose it grants, when ``grant``
+        is one of its choices: all, no-billing, read); the answer (not followed)."""
+        chosen = {"grant": grant} if grant else {}
+        return self.send("POST", "/authorize", data={"request": form_token(page_html), "key": key, "action": action,
+                                                     **chosen})
 
-    def code(self, key, challenge):
-        """A fresh authorization code for ``key``."""
-        page = self.authorize(challenge)
+    def code(self, key, challenge, grant=None, **asked):
+        """A fresh authorization code for ``key`` (``grant``: what the person chooses; ``asked``: the
+        authorization request's own parameters, its scope say)."""
+        page = self.authorize(challenge, **asked)
         assert page.status_code == 200, page.text
-        answer = self.consent(page.text, key)
+        answer = self.consent(page.text, key, grant=grant)
         assert answer.status_code == 303, answer.text
         return query(answer.headers["Location"])["code"]
 
@@ -88,11 +92,11 @@ class Flow:
                 "resource": self.resource, **overrides}
         return self.send("POST", "/token", data={k: v for k, v in data.items() if v is not None})
 
-    def tokens(self, key):
-        """Register, consent with ``key`` and exchange: the token response."""
+    def tokens(self, key, grant=None, **asked):
+        """Register, consent with ``key`` (granting ``grant``) and exchange: the token response."""
         self.register()
         verifier, challenge = pkce()
-        answer = self.exchange(self.code(key, challenge), verifier)
+        answer = self.exchange(self.code(key, challenge, grant, **asked), verifier)
         assert answer.status_code == 200, answer.text
         return answer.json()
 

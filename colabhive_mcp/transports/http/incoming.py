@@ -16,7 +16,7 @@ import socket
 from dataclasses import dataclass
 from functools import cached_property
 from urllib.parse import parse_qsl
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -112,6 +112,13 @@ class HttpRequest:
 
 # -- each route's request, read once ---------------------------------------------------------------
 
+class Credential(NamedTuple):
+    """Whose a request is: its key, and what an OAuth grant gives of it (``None``: the key itself, all of it)."""
+
+    key: ApiKey
+    granted: frozenset[str] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Post:
     """A POST to ``/mcp`` as the edge reads it, once: what it accepts, whose it is, its headers and
@@ -128,16 +135,17 @@ class Post:
     frame: Frame | HttpError  # the body's frame, or the 400 a body that is not JSON gets
 
 
-def read_post(request: HttpRequest, key_of: Callable[[HttpRequest], ApiKey]) -> Post:
+def read_post(request: HttpRequest, credential_of: Callable[[HttpRequest], Credential]) -> Post:
     """Read a POST once, in the order its refusals are due: what it accepts (406), its type (415),
-    its key (401, from ``key_of``), its body (413, or 400 when it cannot be read); a body that is not
-    JSON is refused once the key is known to be good."""
+    its key (401, from ``credential_of``), its body (413, or 400 when it cannot be read); a body that
+    is not JSON is refused once the key is known to be good."""
     wanted = accepts(request)
     if not wanted:
         raise HttpError(406, jsonrpc.INVALID_REQUEST, f"Accept must allow {JSON} or {SSE}")
     if request.mimetype != JSON:
         raise HttpError(415, jsonrpc.INVALID_REQUEST, f"Content-Type must be {JSON}")
-    key, narrow = key_of(request), narrowing(request)
+    key, granted = credential_of(request)
+    narrow = narrowing(request, granted)
     frame: Frame | HttpError
     try:
         frame = request_frame(request)  # a body too large: 413 now
@@ -176,11 +184,12 @@ class SessionMessage:
     session_id: str
     frame: Frame | JsonRpcError  # the body's frame, or why it is none (answered 400, on this response)
     trace: dict[str, str]  # the W3C trace context its headers carry (its work runs after this request ends)
+    narrow: Narrowing | None  # what its OAuth grant leaves of the tool set
 
 
-def read_session_message(request: HttpRequest, key_of: Callable[[HttpRequest], ApiKey]) -> SessionMessage:
+def read_session_message(request: HttpRequest, credential_of: Callable[[HttpRequest], Credential]) -> SessionMessage:
     """Read it in the order its refusals are due: its key (401), its session's id (400), its body."""
-    key, address = key_of(request), client_address(request)
+    (key, granted), address = credential_of(request), client_address(request)
     session_id = request.args.get("session_id", "")
     if not session_id:
         raise HttpError(400, jsonrpc.INVALID_REQUEST, "Missing session_id")
@@ -189,7 +198,8 @@ def read_session_message(request: HttpRequest, key_of: Callable[[HttpRequest], A
         frame = request_frame(request)
     except JsonRpcError as exc:
         frame = exc
-    return SessionMessage(key, address, session_id, frame, tracing.carried(request.headers))
+    return SessionMessage(key, address, session_id, frame, tracing.carried(request.headers),
+                          Narrowing(granted=granted) if granted is not None else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,13 +279,14 @@ def request_id_of(request: HttpRequest) -> Any:
         return None
 
 
-def narrowing(request: HttpRequest) -> Narrowing | None:
+def narrowing(request: HttpRequest, granted: frozenset[str] | None = None) -> Narrowing | None:
     """A per-request narrowing of the tool set (``X-ColabHive-Tools: glob,glob``,
-    ``X-ColabHive-Read-Only: true``, or the ``tools``/``read_only`` query parameters)."""
+    ``X-ColabHive-Read-Only: true``, or the ``tools``/``read_only`` query parameters), and the scopes
+    of the OAuth grant the request was made with, if any."""
     tools = request.headers.get("X-ColabHive-Tools") or request.args.get("tools") or ""
     read_only = (request.headers.get("X-ColabHive-Read-Only") or request.args.get("read_only") or "").lower() in TRUE
     globs = tuple(p.strip() for p in tools.split(",") if p.strip())
-    return Narrowing(globs, read_only) if globs or read_only else None
+    return Narrowing(globs, read_only, granted) if globs or read_only or granted is not None else None
 
 
 def header_mismatch(headers: Mapping[str, str], frame: Frame) -> str | None:

@@ -84,7 +84,7 @@ class LegacySse:
     def message(self, request: HttpRequest) -> Answer:
         """One message of a session: accepted at once, served on one of the session's threads, answered
         on the stream; 429 when the session already has :data:`MESSAGE_BACKLOG` waiting."""
-        message = read_session_message(request, self.tenancy.key)
+        message = read_session_message(request, self.tenancy.credential)
         key, frame = message.key, message.frame
         with self._lock:
             opened = self._open.get(message.session_id)
@@ -106,7 +106,7 @@ class LegacySse:
             try:
                 with self.tenancy.tenant(key, message.address) as tenant:
                     answer = self.core.serve(frame, tenant=tenant, session=opened.session, notify=opened.outbox.put,
-                                             trace=message.trace)
+                                             trace=message.trace, narrow=message.narrow)
             except ColabHiveError as exc:  # the key was rejected meanwhile, or its limits are reached: said on the stream
                 answer = jsonrpc.errors_for(frame, jsonrpc.as_error(exc))  # each request of a batch too
             except Exception:

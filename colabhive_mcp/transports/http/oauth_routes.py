@@ -133,14 +133,15 @@ class OAuthRoutes:
             return self._back(wanted.redirect_uri, wanted.state, error="access_denied",
                               error_description="The user did not allow access.")
         key = (form.get("key") or "").strip()
-        grant = Grant(key, wanted.client.client_id, wanted.resource, signed=wanted.client.signed)
+        grant = Grant(key, wanted.client.client_id, wanted.resource, wanted.granted(form.get("grant")),
+                      wanted.client.signed)
         problem = self._key_problem(grant, address)
         if problem is not None:
             refused(problem)
-            return _retry_after(self._consent_page(wanted, problem.status, problem.description), problem)
+            return _retry_after(self._consent_page(wanted, problem.status, problem.description, grant.scope), problem)
         code = self.grants.code(grant, wanted.redirect_uri, wanted.challenge)
         metrics.OAUTH.labels("code_issued", "").inc()
-        log.bind(client=wanted.client.name, tenant=ApiKey.of(key).log_id).info("oauth.code.issued")
+        log.bind(client=wanted.client.name, tenant=ApiKey.of(key).log_id, scope=grant.scope).info("oauth.code.issued")
         return self._back(wanted.redirect_uri, wanted.state, code=code)
 
     def _rate_limit(self, space: str, who: str, limit: int, what: str) -> OAuthError | None:
@@ -158,8 +159,11 @@ class OAuthRoutes:
         return lambda: self._rate_limit(FETCHES, address, self.config.oauth_document_fetches_per_minute,
                                         "new application descriptions from your address")
 
-    def _consent_page(self, wanted: AuthorizationRequest, status: int, error: str | None = None) -> Response:
-        text = consent_page(wanted.client, wanted.redirect_uri, self.consent.form_token(wanted), self.lifetimes, error)
+    def _consent_page(self, wanted: AuthorizationRequest, status: int, error: str | None = None,
+                      chosen: str | None = None) -> Response:
+        """The consent page again (``error``: why the last answer was refused, ``chosen`` what it chose)."""
+        text = consent_page(wanted.client, wanted.redirect_uri, self.consent.form_token(wanted), self.lifetimes, error,
+                            chosen or wanted.scope)
         return _page(text, status, wanted.redirect_uri)
 
     def _key_problem(self, grant: Grant, address: str) -> OAuthError | None:

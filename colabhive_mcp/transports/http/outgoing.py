@@ -25,7 +25,8 @@ JSON = "application/json"
 SSE = "text/event-stream"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 INVALID_TOKEN = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
-STATUS_BY_CODE = {jsonrpc.PARSE_ERROR: 400, jsonrpc.INVALID_REQUEST: 400, jsonrpc.KEY_REJECTED: 401}
+STATUS_BY_CODE = {jsonrpc.PARSE_ERROR: 400, jsonrpc.INVALID_REQUEST: 400, jsonrpc.KEY_REJECTED: 401,
+                  jsonrpc.INSUFFICIENT_SCOPE: 403}
 # 2026: 400 only with an error a dual-era client recognises as modern (else it falls back to the
 # handshake): a malformed envelope is answered before the core (400 with -32602); a plain -32602 (an
 # unknown tool, a stale cursor, an unknown task) is a 200, as in every revision.

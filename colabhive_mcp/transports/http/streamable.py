@@ -91,7 +91,7 @@ class Streamable:
     # -- POST -----------------------------------------------------------------------------------
 
     def post(self, request: HttpRequest) -> Answer:
-        post = read_post(request, self.tenancy.key)
+        post = read_post(request, self.tenancy.credential)
         if isinstance(post.frame, HttpError):  # not JSON: said once the key is known to be good
             with self.tenancy.tenant(post.key, post.address):
                 raise post.frame
@@ -184,7 +184,7 @@ class Streamable:
         def plain(answer: Any) -> Answer:
             if answer is None:
                 return Response(status=204)  # cancelled: the client is gone or asked us to stop
-            return json_response(answer, status_of(answer, delivery.statuses))
+            return self.tenancy.step_up(json_response(answer, status_of(answer, delivery.statuses)), answer)
 
         if delivery.streamed:
             max_age = self.config.stream_max_age if plan.listens else None

@@ -8,8 +8,9 @@ credential then gets the challenge that starts a host's OAuth flow; one with a k
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import Any, Iterator
 
+from ... import scopes
 from ...keys import MAX_KEY_CHARS, MIN_KEY_CHARS, ApiKey, KeyRejected, mistake, well_formed
 from ...oauth import OAuthError
 from ...oauth.errors import refused
@@ -22,8 +23,8 @@ from ...tenants.pool import TenantPool
 from ...tenants.shared import Instance
 from ...tenants.tenant import Tenant
 from .admission import Admission
-from .incoming import Headers, HttpRequest
-from .outgoing import INVALID_TOKEN, HttpError
+from .incoming import Credential, Headers, HttpRequest
+from .outgoing import INVALID_TOKEN, HttpError, JsonAnswer
 
 KEY_SHAPE = f"{MIN_KEY_CHARS} to {MAX_KEY_CHARS} characters of A-Z a-z 0-9 . _ ~ + / - ="
 
@@ -46,10 +47,15 @@ class Tenancy:
                              config.oauth_refresh_token_ttl) if self.endpoints is not None else None
 
     def key(self, request: HttpRequest) -> ApiKey:
-        """The request's key (made once, here), or the configured one in single-tenant mode; none is a 401
-        (with OAuth on, the challenge that starts a host's OAuth flow)."""
+        """The request's key (see :meth:`credential`)."""
+        return self.credential(request).key
+
+    def credential(self, request: HttpRequest) -> Credential:
+        """The request's key (made once, here), or the configured one in single-tenant mode, and the
+        scopes of the OAuth grant it was sent with; none is a 401 (with OAuth on, the challenge that
+        starts a host's OAuth flow)."""
         if self.single is not None:
-            return self.single_key
+            return Credential(self.single_key)
         secret = credential(request.headers)
         if secret is None:
             how = "connect with OAuth, or send" if self.endpoints is not None else "send"
@@ -57,18 +63,29 @@ class Tenancy:
                             "'Authorization: Bearer <key>' or 'X-API-Key'",
                             {"WWW-Authenticate": self.endpoints.challenge() if self.endpoints is not None else "Bearer"})
         if self.endpoints is not None and secret.startswith(ACCESS_PREFIX):
-            return self._token_key(secret)
-        return ApiKey.of(secret)
+            return self._token_credential(secret)
+        return Credential(ApiKey.of(secret))
 
-    def _token_key(self, token: str) -> ApiKey:
-        """The key an access token carries; a 401 with the challenge when it is not usable here."""
+    def _token_credential(self, token: str) -> Credential:
+        """The key an access token carries, and what its grant gives of it; a 401 with the challenge
+        when it is not usable here."""
         assert self.grants is not None and self.endpoints is not None
         try:
-            return ApiKey.of(self.grants.key_of(token))
+            key, granted = self.grants.key_of(token)
         except OAuthError as exc:
             refused(exc)
             raise HttpError(401, jsonrpc.INVALID_REQUEST, exc.description,
                             {"WWW-Authenticate": self.endpoints.challenge("invalid_token")}) from None
+        return Credential(ApiKey.of(key), None if scopes.FULL in granted else granted)
+
+    def step_up(self, response: JsonAnswer, answer: dict[str, Any]) -> JsonAnswer:
+        """``response`` (of ``answer``), with the challenge that asks for more (RFC 6750
+        ``insufficient_scope``, as the MCP authorization spec's step-up does) when it refuses a call its
+        OAuth grant does not cover."""
+        error = answer.get("error")
+        if self.endpoints is not None and error is not None and error.get("code") == jsonrpc.INSUFFICIENT_SCOPE:
+            response.headers["WWW-Authenticate"] = self.endpoints.challenge("insufficient_scope", error["data"]["scope"])
+        return response
 
     @contextlib.contextmanager
     def tenant(self, key: ApiKey, address: str) -> Iterator[Tenant]:

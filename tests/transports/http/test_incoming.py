@@ -9,7 +9,7 @@ from werkzeug.wrappers import Request as WerkzeugRequest
 
 from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.protocol.jsonrpc import JsonRpcError
-from colabhive_mcp.transports.http.incoming import (HttpRequest, body, client_address, read_oauth_request,
+from colabhive_mcp.transports.http.incoming import (Credential, HttpRequest, body, client_address, read_oauth_request,
                                                     read_session_message, read_session_request)
 from colabhive_mcp.transports.http.outgoing import HttpError
 
@@ -75,6 +75,11 @@ def keyed(request):
     return ApiKey.of(request.headers["X-API-Key"])
 
 
+def credentialed(request):
+    """:func:`keyed`, as the key itself (all its rights), not a grant."""
+    return Credential(keyed(request))
+
+
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
@@ -98,14 +103,15 @@ def test_a_request_about_a_session_is_read_once_and_refused_in_order():
 def test_a_message_of_the_2024_transport_is_read_once():
     """Its key, then its session id (400 without one); a body that is not JSON is kept as its error."""
     with pytest.raises(HttpError) as refused:
-        read_session_message(request(path="/messages", method="POST", headers={"X-API-Key": "hive_a1"}), keyed)
+        read_session_message(request(path="/messages", method="POST", headers={"X-API-Key": "hive_a1"}), credentialed)
     assert refused.value.http_status == 400
     message = read_session_message(request(path="/messages", query_string="session_id=abc", method="POST",
                                            headers={"X-API-Key": "hive_a1", "traceparent": TRACE},
-                                           data=b'{"jsonrpc":"2.0","id":1,"method":"ping"}'), keyed)
+                                           data=b'{"jsonrpc":"2.0","id":1,"method":"ping"}'), credentialed)
     assert (message.session_id, message.frame.method, message.trace) == ("abc", "ping", {"traceparent": TRACE})
+    assert message.narrow is None  # the key itself: nothing hidden
     garbled = read_session_message(request(path="/messages", query_string="session_id=abc", method="POST",
-                                           headers={"X-API-Key": "hive_a1"}, data=b"{not json"), keyed)
+                                           headers={"X-API-Key": "hive_a1"}, data=b"{not json"), credentialed)
     assert isinstance(garbled.frame, JsonRpcError) and garbled.frame.code == -32700
 
 
