@@ -188,3 +188,73 @@ def test_mcp_remote_connects_with_oauth_headless_and_refreshes(server, tmp_path)
     finally:
         remote.stop()
     assert refreshes(server, mark)
+
+
+def consent_choosing(url, key, grant):
+    """The consent page as the user answers it: ``grant`` chosen, else the choice it shows (what the
+    application asked for); the redirect's parameters, and what the page had chosen."""
+    page = requests.get(url, timeout=30)
+    assert page.status_code == 200, page.text
+    request = re.search(r'name="request" value="([^"]+)"', page.text).group(1)
+    shown = re.search(r'name="grant" value="([a-z-]+)" checked', page.text).group(1)
+    answer = requests.post(page.url.split("?")[0], data={"request": request, "key": key, "action": "allow",
+                                                          "grant": grant or shown}, allow_redirects=False, timeout=60)
+    assert answer.status_code == 303, answer.text
+    return query(answer.headers["Location"]), shown
+
+
+async def python_sdk_step_up(server):
+    consents, redirected = [], {}
+
+    async def redirect_handler(url):
+        answered, shown = await anyio.to_thread.run_sync(consent_choosing, url, DEMO_KEY, None if consents else "read")
+        consents.append(shown)
+        redirected.update(answered)
+
+    async def callback_handler():
+        return AuthorizationCodeResult(code=redirected["code"], state=redirected.get("state"),
+                                       iss=redirected.get("iss"))
+
+    storage = Memory()
+    auth = OAuthClientProvider(server.url, OAuthClientMetadata(
+        client_name="Python SDK host", redirect_uris=[REDIRECT], grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"], token_endpoint_auth_method="none"), storage, redirect_handler, callback_handler)
+    transport = streamable_http_client(server.url, http_client=httpx2.AsyncClient(auth=auth, timeout=60))
+    async with Client(transport, read_timeout_seconds=60) as client:
+        before = {t.name for t in (await client.list_tools()).tools}
+        granted = storage.tokens.scope
+        written = await client.call_tool("crm-create-contact", {"name": "Ada", "email": "ada@example.com"})
+        return before, granted, written, storage.tokens.scope, consents
+
+
+def test_the_python_sdk_steps_up_from_a_read_only_grant(server, sandbox, journal):
+    """Granted read-only tools, the host calls one that writes: 403 insufficient_scope, the SDK asks the
+    user again for what the challenge names, and the same call then runs."""
+    before, granted, written, stepped_up, consents = anyio.run(python_sdk_step_up, server)
+    assert "echo" in before and "crm-create-contact" not in before and granted == "mcp:read"
+    assert len(consents) == 2 and stepped_up != "mcp:read"  # asked again, with what the call needs
+    assert not written.is_error and "ada@example.com" in written.content[0].text
+    assert [e["slug"] for e in journal("invoke")] == ["crm-create-contact"]
+
+
+def test_the_typescript_client_steps_up_past_its_refresh_token(server, sandbox, journal):
+    """The TypeScript client (v2) holding a read-only grant and its refresh token: the 403's challenge
+    makes it authorize again (a refresh could not widen the grant) and the call runs."""
+    from ..support import ts_sdk
+
+    home = ts_sdk.install_client()
+    lines = ts_sdk.run("ts_stepup.mjs", {"url": server.url, "key": DEMO_KEY, "redirect": REDIRECT, "first": "read",
+                                         "tool": "crm-create-contact",
+                                         "arguments": {"name": "Ada", "email": "ada@example.com"}}, home=home)
+    asked = [line for line in lines if "asked" in line]
+    assert asked[0]["chose"] == "read" and asked[1]["asked"] == "mcp:read mcp:write"
+    assert asked[1]["preselected"] == "no-billing"  # what the challenge named: the page offers it first
+    granted = [line["granted"] for line in lines if "granted" in line]
+    assert granted == ["mcp:read", "mcp:read mcp:write"]
+    listed = next(line["listed"] for line in lines if "listed" in line)
+    assert "crm-create-contact" not in listed and "echo" in listed
+    called = next(line for line in lines if "called" in line)
+    assert called["called"] is False and "ada@example.com" in called["text"] and called["consents"] == 2
+    after = next(line["listed_after"] for line in lines if "listed_after" in line)
+    assert "crm-create-contact" in after and "image-gen-tiny" not in after  # still no billing
+    assert [e["slug"] for e in journal("invoke")] == ["crm-create-contact"]
