@@ -31,8 +31,8 @@ _SPECS: dict[str, tuple[str, str, str, dict[str, Any]]] = {
               {"buckets": (0, 1, 2, 3, 5, 8, 13, 21, 34, 55)}),
     "IN_FLIGHT": ("Gauge", "mcp_calls_in_flight", "Tool calls running now", {"multiprocess_mode": "livesum"}),
     "ERRORS": ("Counter", "mcp_errors_total", "Errors, by kind", {"labelnames": ["kind"]}),
-    "SPEND_DECISIONS": ("Counter", "mcp_spend_decisions_total", "Billable calls past a key's budget, by what "
-                        "became of them (refused, declined or confirmed by the user)", {"labelnames": ["decision"]}),
+    "GUARD_DECISIONS": ("Counter", "mcp_guard_decisions_total", "Calls past a key's budget (refused, declined or "
+                        "confirmed by the user) or outside an OAuth grant's scope, by reason", {"labelnames": ["reason"]}),
     "TENANTS": ("Gauge", "mcp_tenants_resident", "Tenants (API keys) held in the pool",
                 {"multiprocess_mode": "livesum"}),
     "UPSTREAM": ("Counter", "colabhive_upstream_requests_total", "Requests to the Builder Gateway",

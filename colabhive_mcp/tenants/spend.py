@@ -194,7 +194,7 @@ def _space(window: Window) -> str:
 
 def _seen(over: OverBudget, key_id: str, decision: str) -> None:
     """A decision past a budget, logged (never the arguments) and counted."""
-    metrics.SPEND_DECISIONS.labels(decision).inc()
+    metrics.GUARD_DECISIONS.labels(f"budget_{decision}").inc()
     log.bind(tenant=key_id, tool=over.tool.name, slug=over.tool.slug, decision=decision, **over.data
              ).warning("mcp.spend.over_budget")
 

@@ -320,7 +320,10 @@ class Tenant:
             raise Refused(f"Tool {name!r} is not available on this server: {refusal}.")
         wanted = narrow.wants(tool.entry, tool.builtin) if narrow is not None else None
         if wanted is not None:
-            raise OutOfScope(name, wanted)
+            refused = OutOfScope(name, wanted)
+            metrics.GUARD_DECISIONS.labels("scope_refused").inc()
+            log.bind(tenant=self.key_id, tool=name, slug=tool.slug, scope=refused.scope).warning("mcp.scope.refused")
+            raise refused
         kept = arguments
         if profile.drop_arguments and not set(arguments).isdisjoint(profile.drop_arguments):
             declared = (tool.entry.get("inputSchema") or {}).get("properties") or {}

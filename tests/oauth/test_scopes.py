@@ -5,6 +5,7 @@ call outside it is a 403 whose challenge asks for what it needs (step-up). Keys 
 import re
 
 import pytest
+import requests
 
 from colabhive_mcp import scopes
 from colabhive_mcp.oauth.grants import Grant, Grants
@@ -108,6 +109,11 @@ def test_a_read_only_grant_lists_and_calls_only_read_only_tools(server, sandbox,
     assert "crm-create-contact" not in names(rpc(server.url, "tools/list", key=access, session=session))
     assert [e["slug"] for e in journal("invoke")] == ["echo"]  # nothing outside the grant reached the gateway
     assert "crm-create-contact" in names(modern(server.url, "tools/list"))  # the key itself: all of it
+    logged = [e for e in log_events(server.stderr(), "mcp.scope.refused") if e["tool"] == "crm-create-contact"]
+    assert logged and logged[0]["scope"] == "mcp:read mcp:write" and logged[0]["tenant"]
+    assert "ada@example.com" not in server.stderr()  # never the arguments
+    counted = requests.get(server.root + "/metrics", timeout=30).text
+    assert re.search(r'mcp_guard_decisions_total\{reason="scope_refused"\} [2-9]', counted)
 
 
 def test_all_but_billing_runs_writes_and_asks_more_for_billable_tools(server, sandbox, journal):

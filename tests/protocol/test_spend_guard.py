@@ -8,6 +8,7 @@ import sys
 import anyio
 import httpx2
 import pytest
+import requests
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ElicitResult
@@ -69,6 +70,7 @@ def test_a_client_that_cannot_ask_reads_why_and_when_over_http(gateway_sandbox, 
             headers={"Authorization": f"Bearer {DEMO_KEY}"}, timeout=60))
         asked, results, free = anyio.run(agent_loop, transport, mode, None, 3)
         logged = events(server, "mcp.spend.over_budget")
+        counted = requests.get(server.url.removesuffix("/mcp") + "/metrics", timeout=30).text
     assert asked == []  # no elicitation capability: nobody to ask
     assert [r.is_error for r in results] == [False, False, True]
     words = results[2].content[0].text
@@ -78,6 +80,7 @@ def test_a_client_that_cannot_ask_reads_why_and_when_over_http(gateway_sandbox, 
     assert facts["limit"] == "billable_calls_per_hour" and facts["used"] == 2 and 3500 <= facts["retryAfter"] <= 3600
     assert free.content[0].text == "not billable"
     assert [(e["decision"], e["tool"]) for e in logged] == [("refused", "image-gen-tiny")]
+    assert 'mcp_guard_decisions_total{reason="budget_refused"} 1.0' in counted
     assert "hive at dawn" not in server.stderr()
     assert invoked(journal) == ["image-gen-tiny"] * 2 + ["echo"]
 
