@@ -114,3 +114,15 @@ def test_a_stdio_server_forgets_nothing_spent_when_it_restarts(sandbox, journal,
     assert "daily budget of 3 billable ColabHive calls is used" in second[1].content[0].text
     assert (state / "colabhive-mcp" / "spend").stat().st_mode & 0o777 == 0o700
     assert invoked(journal).count("image-gen-tiny") == 3
+
+
+def test_a_2026_client_is_asked_by_whichever_worker_serves_it(gateway_sandbox, sandbox, journal):
+    """2026-07-28 over the hosted server at its default workers: past the budget the call comes back
+    ``input_required``, the SDK asks its user, and the call with the answer runs wherever it lands."""
+    with hosted_server(gateway_sandbox.url, billable_calls_per_hour=1) as server:
+        transport = streamable_http_client(server.url, http_client=httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {DEMO_KEY}"}, timeout=60))
+        asked, results, _ = anyio.run(agent_loop, transport, "auto", ["yes", "decline"], 3)
+    assert len(asked) == 2 and all("hourly budget of 1 billable" in q for q in asked)
+    assert [r.is_error for r in results] == [False, False, True]
+    assert invoked(journal) == ["image-gen-tiny"] * 2 + ["echo"]

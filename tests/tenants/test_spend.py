@@ -181,3 +181,22 @@ def test_a_stdio_servers_spend_is_kept_only_where_nobody_else_can_write(tmp_path
     shared.chmod(0o777)
     assert kept_store({"XDG_STATE_HOME": str(tmp_path / "shared")}) is None  # counted in memory instead
     assert kept_store({}) is None
+
+
+def test_a_task_is_counted_when_it_is_created_in_either_era(config, journal):
+    """A long-running billable tool asked for as a task: counted once as it starts, refused past the
+    budget before anything reaches the gateway (2025-11-25's task, and 2026's)."""
+    budgeted = config.replace(billable_calls_per_hour=1, spend_guard="refuse")
+    server, tenant = Server(budgeted), Tenant(budgeted, budgeted.api_key)
+    legacy = CoreClient(server, tenant)
+    legacy.initialize("2025-11-25")
+    created = legacy.request("tools/call", {"name": "cold-summarizer", "arguments": {"text": "a long text"},
+                                            "task": {"ttl": 60000}})["result"]
+    assert created["task"]["status"] == "working"
+    refused = legacy.request("tools/call", {"name": "cold-summarizer", "arguments": {"text": "again"},
+                                            "task": {"ttl": 60000}})["result"]
+    assert refused["isError"] and refused["_meta"][LIMIT]["limit"] == "billable_calls_per_hour"
+    modern = CoreClient(server, tenant).modern("tools/call", {"name": "cold-summarizer", "arguments": {"text": "x"}}, **{
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}})["result"]
+    assert modern["isError"] and "hourly budget of 1" in modern["content"][0]["text"]
+    assert [e["slug"] for e in journal("invoke")] == ["cold-summarizer"]
