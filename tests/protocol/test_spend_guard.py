@@ -126,3 +126,21 @@ def test_a_2026_client_is_asked_by_whichever_worker_serves_it(gateway_sandbox, s
     assert len(asked) == 2 and all("hourly budget of 1 billable" in q for q in asked)
     assert [r.is_error for r in results] == [False, False, True]
     assert invoked(journal) == ["image-gen-tiny"] * 2 + ["echo"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_every_limit_refusal_reads_alike_through_the_sdk(gateway_sandbox, sandbox, mode):
+    """Not only the budget: a key past ``tenant_calls_per_minute`` gets a tool error in words a model
+    acts on, with the limit, its figures and ``retryAfter`` in ``_meta``, in either era."""
+    with hosted_server(gateway_sandbox.url, tenant_calls_per_minute=2) as server:
+        async def three_calls():
+            transport = streamable_http_client(server.url, http_client=httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {DEMO_KEY}"}, timeout=60))
+            async with Client(transport, mode=mode, read_timeout_seconds=60) as client:
+                return [await client.call_tool("echo", {"text": f"call {n}"}) for n in range(3)]
+
+        results = anyio.run(three_calls)
+    assert [r.is_error for r in results] == [False, False, True]
+    assert "started 2 ColabHive calls in the last minute" in results[2].content[0].text
+    facts = results[2].meta[LIMIT]
+    assert facts["limit"] == "tenant_calls_per_minute" and facts["allowed"] == 2 and 1 <= facts["retryAfter"] <= 60
