@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple
@@ -59,7 +60,7 @@ class Budget:
         return cls(config.billable_calls_per_hour, config.billable_calls_per_day, config.spend_guard,
                    config.billable_tools, config.billable_weights)
 
-    @property
+    @cached_property
     def windows(self) -> tuple[tuple[Window, int], ...]:
         """The windows that have a budget, with it."""
         return tuple((window, limit) for window, limit in ((HOUR, self.per_hour), (DAY, self.per_day)) if limit)

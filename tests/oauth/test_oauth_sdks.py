@@ -63,22 +63,31 @@ class Memory:
         self.client = info
 
 
-def consent(url, key):
-    """What the user does in the browser: open the page, paste the key, allow; the redirect's parameters."""
+def consent(url, key, grant=None):
+    """What the user does in the browser: open the page, choose ``grant`` (else leave the choice it
+    shows: what the application asked for), paste the key, allow; the redirect's parameters, and the
+    choice the page showed."""
     page = requests.get(url, timeout=30)
     assert page.status_code == 200, page.text
     request = re.search(r'name="request" value="([^"]+)"', page.text).group(1)
-    answer = requests.post(page.url.split("?")[0], data={"request": request, "key": key, "action": "allow"},
-                           allow_redirects=False, timeout=60)
+    shown = re.search(r'name="grant" value="([a-z-]+)" checked', page.text).group(1)
+    answer = requests.post(page.url.split("?")[0], data={"request": request, "key": key, "action": "allow",
+                                                          "grant": grant or shown}, allow_redirects=False, timeout=60)
     assert answer.status_code == 303, answer.text
-    return query(answer.headers["Location"])
+    return query(answer.headers["Location"]), shown
 
 
-async def python_sdk_session(server):
-    redirected = {}
+def python_sdk_host(server, grants=()):
+    """The Python SDK's OAuth client as a host holds it: its transport, its token storage, the choice each
+    consent page showed, and the last redirect's parameters (``grants``: what the user chooses at each
+    consent in turn; past them, what the page shows)."""
+    shown, redirected = [], {}
 
     async def redirect_handler(url):
-        redirected.update(await anyio.to_thread.run_sync(consent, url, DEMO_KEY))
+        grant = grants[len(shown)] if len(shown) < len(grants) else None
+        answered, choice = await anyio.to_thread.run_sync(consent, url, DEMO_KEY, grant)
+        shown.append(choice)
+        redirected.update(answered)
 
     async def callback_handler():
         return AuthorizationCodeResult(code=redirected["code"], state=redirected.get("state"),
@@ -89,6 +98,11 @@ async def python_sdk_session(server):
         client_name="Python SDK host", redirect_uris=[REDIRECT], grant_types=["authorization_code", "refresh_token"],
         response_types=["code"], token_endpoint_auth_method="none"), storage, redirect_handler, callback_handler)
     transport = streamable_http_client(server.url, http_client=httpx2.AsyncClient(auth=auth, timeout=60))
+    return transport, storage, shown, redirected
+
+
+async def python_sdk_session(server):
+    transport, storage, _, redirected = python_sdk_host(server)
     async with Client(transport, read_timeout_seconds=60) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         echo = await client.call_tool("echo", {"text": "python through OAuth"})
@@ -172,7 +186,7 @@ def test_mcp_remote_connects_with_oauth_headless_and_refreshes(server, tmp_path)
         remote.send({"id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "stdio host", "version": "1"}}})
         remote.logged(r"Please authorize this client by visiting:")
-        redirected = consent(remote.logged(r"^(http://\S+/authorize\?\S+)").group(1), DEMO_KEY)
+        redirected, _ = consent(remote.logged(r"^(http://\S+/authorize\?\S+)").group(1), DEMO_KEY)
         assert redirected["iss"] == server.root
         remote.logged(rf"OAuth callback server running at http://127.0.0.1:{remote.callback_port}")
         callback = f"http://127.0.0.1:{remote.callback_port}/oauth/callback"
@@ -190,41 +204,13 @@ def test_mcp_remote_connects_with_oauth_headless_and_refreshes(server, tmp_path)
     assert refreshes(server, mark)
 
 
-def consent_choosing(url, key, grant):
-    """The consent page as the user answers it: ``grant`` chosen, else the choice it shows (what the
-    application asked for); the redirect's parameters, and what the page had chosen."""
-    page = requests.get(url, timeout=30)
-    assert page.status_code == 200, page.text
-    request = re.search(r'name="request" value="([^"]+)"', page.text).group(1)
-    shown = re.search(r'name="grant" value="([a-z-]+)" checked', page.text).group(1)
-    answer = requests.post(page.url.split("?")[0], data={"request": request, "key": key, "action": "allow",
-                                                          "grant": grant or shown}, allow_redirects=False, timeout=60)
-    assert answer.status_code == 303, answer.text
-    return query(answer.headers["Location"]), shown
-
-
 async def python_sdk_step_up(server):
-    consents, redirected = [], {}
-
-    async def redirect_handler(url):
-        answered, shown = await anyio.to_thread.run_sync(consent_choosing, url, DEMO_KEY, None if consents else "read")
-        consents.append(shown)
-        redirected.update(answered)
-
-    async def callback_handler():
-        return AuthorizationCodeResult(code=redirected["code"], state=redirected.get("state"),
-                                       iss=redirected.get("iss"))
-
-    storage = Memory()
-    auth = OAuthClientProvider(server.url, OAuthClientMetadata(
-        client_name="Python SDK host", redirect_uris=[REDIRECT], grant_types=["authorization_code", "refresh_token"],
-        response_types=["code"], token_endpoint_auth_method="none"), storage, redirect_handler, callback_handler)
-    transport = streamable_http_client(server.url, http_client=httpx2.AsyncClient(auth=auth, timeout=60))
+    transport, storage, shown, _ = python_sdk_host(server, grants=["read"])
     async with Client(transport, read_timeout_seconds=60) as client:
         before = {t.name for t in (await client.list_tools()).tools}
         granted = storage.tokens.scope
         written = await client.call_tool("crm-create-contact", {"name": "Ada", "email": "ada@example.com"})
-        return before, granted, written, storage.tokens.scope, consents
+        return before, granted, written, storage.tokens.scope, shown
 
 
 def test_the_python_sdk_steps_up_from_a_read_only_grant(server, sandbox, journal):

@@ -72,6 +72,13 @@ def names(answer):
     return {tool["name"] for tool in answer.json()["result"]["tools"]}
 
 
+def granted(server, grant):
+    """Connect as a host does, the person choosing ``grant`` on the consent page: the token response,
+    and the tools its access token lists."""
+    token = Flow(server.root, server.url).tokens(DEMO_KEY, grant=grant)
+    return token, names(modern(server.url, "tools/list", key=token["access_token"]))
+
+
 def test_the_consent_page_offers_the_choice_and_the_metadata_names_the_scopes(server):
     flow = Flow(server.root, server.url)
     flow.register()
@@ -86,10 +93,9 @@ def test_the_consent_page_offers_the_choice_and_the_metadata_names_the_scopes(se
 
 
 def test_a_read_only_grant_lists_and_calls_only_read_only_tools(server, sandbox, journal):
-    token = Flow(server.root, server.url).tokens(DEMO_KEY, grant="read")
-    assert token["scope"] == "mcp:read"
+    token, listed = granted(server, "read")
     access = token["access_token"]
-    listed = names(modern(server.url, "tools/list", key=access))
+    assert token["scope"] == "mcp:read"
     assert "echo" in listed and "crm-create-contact" not in listed and "image-gen-tiny" not in listed
     assert "web-scrape" not in listed and "alpha-classifier" in listed  # (external_network; none at all)
     refused = modern(server.url, "tools/call", {"name": "crm-create-contact", "arguments": CONTACT}, key=access)
@@ -117,10 +123,9 @@ def test_a_read_only_grant_lists_and_calls_only_read_only_tools(server, sandbox,
 
 
 def test_all_but_billing_runs_writes_and_asks_more_for_billable_tools(server, sandbox, journal):
-    token = Flow(server.root, server.url).tokens(DEMO_KEY, grant="no-billing")
-    assert token["scope"] == "mcp:read mcp:write"
+    token, listed = granted(server, "no-billing")
     access = token["access_token"]
-    listed = names(modern(server.url, "tools/list", key=access))
+    assert token["scope"] == "mcp:read mcp:write"
     assert "crm-create-contact" in listed and "hive-chat" not in listed and "image-gen-tiny" not in listed
     written = modern(server.url, "tools/call", {"name": "crm-create-contact", "arguments": CONTACT}, key=access)
     assert written.status_code == 200 and not written.json()["result"].get("isError")
@@ -132,6 +137,5 @@ def test_all_but_billing_runs_writes_and_asks_more_for_billable_tools(server, sa
 
 
 def test_a_grant_of_everything_is_what_hosts_get_by_default(server):
-    token = Flow(server.root, server.url).tokens(DEMO_KEY)  # no choice made: what the application asked for
-    assert token["scope"] == "mcp"
-    assert "image-gen-tiny" in names(modern(server.url, "tools/list", key=token["access_token"]))
+    token, listed = granted(server, None)  # no choice made: what the application asked for
+    assert token["scope"] == "mcp" and "image-gen-tiny" in listed
