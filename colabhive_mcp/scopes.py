@@ -27,6 +27,14 @@ def parse(text: str | None) -> frozenset[str] | None:
     return frozenset({FULL}) if FULL in named else named | {READ}
 
 
+def asked(text: str | None) -> frozenset[str]:
+    """What a client's request asks for (``scope``), those this server knows: the others are ignored,
+    as RFC 6749 §3.3 lets an authorization server do (hosts ask for ``openid`` or ``offline_access``
+    too); none known is everything."""
+    known = " ".join(scope for scope in (text or "").split() if scope in SUPPORTED)
+    return parse(known) or frozenset({FULL})
+
+
 def spelt(granted: frozenset[str]) -> str:
     """The scope parameter for ``granted``: its scopes in one order (``mcp`` for everything)."""
     return FULL if FULL in granted else " ".join(s for s in SUPPORTED if s in granted)

@@ -79,10 +79,8 @@ class Consent:
         resource = params.get("resource") or self.endpoints.resource
         if not same_resource(resource, self.endpoints.resource):
             raise refuse("invalid_target", f"This server grants access to {self.endpoints.resource} only.")
-        asked = scopes.parse(params.get("scope"))
-        if asked is None:
-            raise refuse("invalid_scope", f"This server grants the scopes {', '.join(scopes.SUPPORTED)} only.")
-        return AuthorizationRequest(client, redirect_uri, state, challenge, self.endpoints.resource, scopes.spelt(asked))
+        asked = scopes.spelt(scopes.asked(params.get("scope")))
+        return AuthorizationRequest(client, redirect_uri, state, challenge, self.endpoints.resource, asked)
 
     def form_token(self, request: AuthorizationRequest) -> str:
         return self.forms.seal(request.fields(), FORM_TTL_S)

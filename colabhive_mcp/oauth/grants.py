@@ -140,8 +140,8 @@ class Grants:
             raise OAuthError("invalid_target", "The refresh token is for another resource.")
         self._check_resource(form.get("resource"), self.resource)
         granted = _scope(token)
-        asked = scopes.parse(form.get("scope") or granted)
-        if asked is None or not scopes.covers(scopes.parse(granted) or frozenset(), asked):
+        asked = scopes.asked(form.get("scope") or granted)
+        if not scopes.covers(scopes.parse(granted) or frozenset(), asked):
             raise OAuthError("invalid_scope", "A refresh cannot widen the scope.")
         grant = Grant(token["k"], client_id, self.resource, scopes.spelt(asked), bool(token.get("a")))
         assert isinstance(text, str)  # (it opened)
