@@ -27,12 +27,12 @@ def parse(text: str | None) -> frozenset[str] | None:
     return frozenset({FULL}) if FULL in named else named | {READ}
 
 
-def asked(text: str | None) -> frozenset[str]:
+def asked(text: str | None, otherwise: frozenset[str] = frozenset({FULL})) -> frozenset[str]:
     """What a client's request asks for (``scope``), those this server knows: the others are ignored,
     as RFC 6749 §3.3 lets an authorization server do (hosts ask for ``openid`` or ``offline_access``
-    too); none known is everything."""
+    too); none known is ``otherwise`` (everything, or what a refresh token holds)."""
     known = " ".join(scope for scope in (text or "").split() if scope in SUPPORTED)
-    return parse(known) or frozenset({FULL})
+    return parse(known) or otherwise if known else otherwise
 
 
 def spelt(granted: frozenset[str]) -> str:

@@ -98,6 +98,10 @@ class CallOptions:
     closing: threading.Event | None = None  # set while the server shuts down: no continuation points at it
 
 
+class Hidden(Exception):
+    """The continuation tool named the work of a tool the request may not use (its narrowing, its grant)."""
+
+
 class ToolCall:
     """A call that passed the checks and the per-key limits."""
 
@@ -116,8 +120,10 @@ class ToolCall:
     def answer(self) -> dict[str, Any] | None:
         """The ``CallToolResult`` (``None`` once cancelled). Raises :class:`KeyRejected`, and whatever
         unexpected went wrong (the call is recorded with status ``internal_error``)."""
-        if self.tool.name == SEARCH_TOOLS:
-            found = search(self.catalog.exposed, self.arguments["query"], self.arguments.get("limit", DEFAULT_MATCHES))
+        if self.tool.name == SEARCH_TOOLS:  # among the tools this request may call (its narrowing, its grant)
+            narrow = self.options.narrow
+            tools = [t for t in self.catalog.exposed if narrow is None or not narrow.hides(t.entry, t.builtin)]
+            found = search(tools, self.arguments["query"], self.arguments.get("limit", DEFAULT_MATCHES))
             return {"content": [results.text(found)]}
         fields: dict[str, Any] = {"tool": self.tool.name, "slug": self.tool.slug, "tenant": self.tenant.key_id}
         metrics.IN_FLIGHT.inc()
@@ -132,6 +138,9 @@ class ToolCall:
         except KeyRejected:  # not a tool error: the caller is told its key is bad
             fields["status"] = "key_rejected"
             raise
+        except Hidden as exc:
+            fields["status"] = "refused"
+            result = results.error_result(str(exc))
         except GatewayError as exc:
             fields.update(status="gateway_error", error=exc.message, http_status=exc.status,
                           invocation_id=exc.invocation_id)
@@ -171,6 +180,10 @@ class ToolCall:
         invocation_id = self.arguments["invocation_id"]
         invocation, _ = self.tenant.gateway.get_invocation(invocation_id)
         self.target = self.catalog.by_slug.get(invocation.slug or "", self.tool)
+        narrow = self.options.narrow
+        if narrow is not None and self.target is not self.tool and narrow.hides(self.target.entry):
+            raise Hidden(f"The invocation {invocation_id!r} is the work of {self.target.name!r}, a tool this "
+                         "connection may not use: it cannot follow it.")
         self.key = self.tenant.calls.follow_up(self.tenant.binding, invocation_id)
         if self.key is not None:
             self._become(Standing.FOLLOWING)

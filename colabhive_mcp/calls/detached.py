@@ -77,6 +77,12 @@ class DetachedCalls:
         entry = self.store.get(CALLS, key)
         return entry["idempotency_key"] if entry is not None and entry["state"] == "unanswered" else None
 
+    def continues(self, key: str) -> bool:
+        """Whether a call with this key would continue work a call started before (kept for its retry,
+        or invoked without an answer), rather than start its own."""
+        entry = self.store.get(CALLS, key)
+        return entry is not None and entry["state"] != "running"
+
     def attach(self, key: str) -> str | None:
         """The invocation a retry of this call should follow instead of invoking again, if any."""
         deadline = self.clock() + RACE_S

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from ..keys import KeyRejected
 from ..manifest.version import ManifestError
 from ..protocol import LEGACY_VERSIONS, Server, Session, jsonrpc
 from ..settings.config import Config
+from ..tenants.shared import Instance
 from ..tenants.spend import Budget
 from ..tenants.tenant import Tenant
 from .arguments import INTERRUPTED, KEY_REJECTED, NO_KEY, NO_TOOLS, OK, TOOL_FAILED, UNREACHABLE
@@ -43,9 +45,10 @@ class Failed(Exception):
 
 
 def _open(config: Config) -> Tenant:
+    """The configured key's tenant; what it spends counts with its stdio servers' (see :meth:`.Instance.local`)."""
     if not config.api_key:
         raise Failed("key", KEY_MISSING, NO_KEY)
-    return Tenant(config, config.api_key)
+    return Tenant(config, config.api_key, Instance.local(config, os.environ))
 
 
 def _load(tenant: Tenant, config: Config, client: str) -> Catalog:

@@ -109,7 +109,6 @@ def run_stdio(args: argparse.Namespace) -> int:
     from .. import metrics
     from ..manifest.saved import SavedManifest
     from ..protocol import Server
-    from ..tenants import spend
     from ..tenants.shared import Instance
     from ..tenants.tenant import Tenant
     from ..transports import stdio
@@ -121,8 +120,7 @@ def run_stdio(args: argparse.Namespace) -> int:
             return NO_KEY
         metrics.unread()  # nothing serves them here
         key = ApiKey.of(config.api_key)
-        spent = spend.kept_store(os.environ) if spend.Budget.of(config).windows else None  # counted across starts
-        tenant = Tenant(config, key, Instance.of(config, spent=spent),
+        tenant = Tenant(config, key, Instance.local(config, os.environ),
                         saved=None if args.sandbox else SavedManifest.of(config, key))
         tracing.configure()
         logs.log.bind(gateway=config.api_url, tenant=tenant.key_id).info("stdio.ready")

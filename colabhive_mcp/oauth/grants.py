@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from .. import scopes
@@ -55,6 +55,7 @@ class Refreshing:
     name: str
     generation: int
     unnamed: str | None = None
+    scope: str | None = None  # what the new access token gets, when the client asked for less (RFC 6749 §6)
 
 
 def digest(text: str) -> str:
@@ -115,13 +116,13 @@ class Grants:
 
     # -- tokens ------------------------------------------------------------------------------------
 
-    def tokens(self, grant: Grant, name: str, generation: int) -> dict[str, Any]:
-        """The token response (RFC 6749 §5.1): an access token and the refresh token of ``generation``
-        of the grant ``name``."""
-        bound = _bound(grant)
-        refresh = {**bound, "f": name, "g": generation, **_signed(grant)}
-        return {"access_token": self.access.seal(bound, self.access_ttl), "token_type": "Bearer",
-                "expires_in": int(self.access_ttl), "scope": grant.scope,
+    def tokens(self, grant: Grant, name: str, generation: int, scope: str | None = None) -> dict[str, Any]:
+        """The token response (RFC 6749 §5.1): an access token (for ``scope``, when less than the grant's)
+        and the refresh token of ``generation`` of the grant ``name`` (for the grant's scope, always)."""
+        access = grant if scope is None else replace(grant, scope=scope)
+        refresh = {**_bound(grant), "f": name, "g": generation, **_signed(grant)}
+        return {"access_token": self.access.seal(_bound(access), self.access_ttl), "token_type": "Bearer",
+                "expires_in": int(self.access_ttl), "scope": access.scope,
                 "refresh_token": self.refresh.seal(refresh, self.refresh_ttl)}
 
     def refresh_grant(self, form: Mapping[str, str], proof: Proof | None) -> Refreshing:
@@ -140,14 +141,18 @@ class Grants:
             raise OAuthError("invalid_target", "The refresh token is for another resource.")
         self._check_resource(form.get("resource"), self.resource)
         granted = _scope(token)
-        asked = scopes.asked(form.get("scope") or granted)
-        if not scopes.covers(scopes.parse(granted) or frozenset(), asked):
+        held = scopes.parse(granted)
+        if held is None:  # (a later release's scope: nothing it does not know is renewed)
+            raise OAuthError("invalid_grant", "The refresh token grants a scope this server does not know.")
+        asked = scopes.asked(form.get("scope"), otherwise=held)
+        if not scopes.covers(held, asked):
             raise OAuthError("invalid_scope", "A refresh cannot widen the scope.")
-        grant = Grant(token["k"], client_id, self.resource, scopes.spelt(asked), bool(token.get("a")))
+        narrower = scopes.spelt(asked) if asked != held else None  # for the access token; the refresh token keeps all
+        grant = Grant(token["k"], client_id, self.resource, granted, bool(token.get("a")))
         assert isinstance(text, str)  # (it opened)
         if "f" not in token:  # sealed before grants had names: its own grant, of generation 0
-            return Refreshing(grant, digest(text), 0, unnamed=text)
-        return Refreshing(grant, token["f"], int(token["g"]))
+            return Refreshing(grant, digest(text), 0, unnamed=text, scope=narrower)
+        return Refreshing(grant, token["f"], int(token["g"]), scope=narrower)
 
     def rotate(self, refreshing: Refreshing, proof: Proof | None) -> dict[str, Any]:
         """Spend the refresh token :meth:`refresh_grant` checked (once, across the instance), and the
@@ -156,7 +161,7 @@ class Grants:
         if refreshing.unnamed is not None:  # (until the last such token expires, a use the old releases
             self._use_old(refreshing.unnamed)  # marked counts too)
         self._use(refreshing.name, refreshing.generation, "The refresh token was already used.")
-        return self.tokens(refreshing.grant, refreshing.name, refreshing.generation + 1)
+        return self.tokens(refreshing.grant, refreshing.name, refreshing.generation + 1, refreshing.scope)
 
     def fits(self, grant: Grant) -> bool:
         """Whether an access token for ``grant`` has a key's shape (at most 255 characters, which

@@ -94,8 +94,10 @@ holds it) or remove the connection in the application.</small></p>""")
 
 
 def _choices(asked: str) -> str:
-    """The grants the person may choose, the one asked for (else everything) chosen to begin with."""
-    chosen = next((value for value, scope, _ in scopes.CHOICES if scope == asked), scopes.CHOICES[0][0])
+    """The grants the person may choose, the narrowest that gives what was asked for chosen to begin with."""
+    wanted = scopes.parse(asked) or frozenset({scopes.FULL})
+    chosen = next(value for value, scope, _ in reversed(scopes.CHOICES)
+                  if scopes.covers(scopes.parse(scope) or frozenset(), wanted))
     return "\n".join(f'<div class="choice"><input type="radio" id="grant-{value}" name="grant" value="{value}"'
                      f'{" checked" if value == chosen else ""}><label for="grant-{value}">{html.escape(words)}</label></div>'
                      for value, _, words in scopes.CHOICES)

@@ -78,10 +78,10 @@ def _gate(context: Context, request: Request) -> Gate | None:
             return None if confirm.accepted(answer) else confirm.declined(tool)
         answers = request.params.get("inputResponses") or {}
         if confirm.INPUT_KEY in answers and context.request_states.valid(
-                request.params.get("requestState"), request.tenant.binding, tool, arguments):
+                request.params.get("requestState"), request.tenant.binding, tool, arguments, over is not None):
             return None if confirm.accepted(answers[confirm.INPUT_KEY]) else confirm.declined(tool)
         return {"resultType": "input_required",
                 "inputRequests": {confirm.INPUT_KEY: {"method": "elicitation/create", "params": form}},
-                "requestState": context.request_states.issue(request.tenant.binding, tool, arguments)}
+                "requestState": context.request_states.issue(request.tenant.binding, tool, arguments, over is not None)}
 
     return gate

@@ -49,8 +49,9 @@ def elicitation(tool: Tool, arguments: dict[str, Any], version: str,
     effects = side_effects(tool.entry)
     what = f"It {', '.join(effects)}." if effects else "It may change things outside ColabHive."
     shown = json.dumps(arguments, ensure_ascii=False)
+    spent = f"{over_budget} " if over_budget else ""
     params: dict[str, Any] = {
-        "message": f"{over_budget + ' ' if over_budget else ''}Allow the tool {tool.name!r} to run with {shown[:500]}? {what}",
+        "message": f"{spent}Allow the tool {tool.name!r} to run with {shown[:500]}? {what}",
         "requestedSchema": {"type": "object", "required": [INPUT_KEY], "properties": {
             INPUT_KEY: {"type": "boolean", "title": "Run it", "default": False,
                         "description": f"Run {tool.definition.get('title', tool.name)} now"}}},
@@ -78,13 +79,18 @@ class RequestStates:
         self._signer = Signer(secret, "r1.", STATE_MAX_AGE_S)
         self._store = store
 
-    def issue(self, binding: str, tool: Tool, arguments: dict[str, Any]) -> str:
-        return self._signer.dumps({"k": binding, "n": tool.name, "a": _digest(arguments), "u": secrets.token_hex(8)})
+    def issue(self, binding: str, tool: Tool, arguments: dict[str, Any], past_budget: bool = False) -> str:
+        """A state for this call; ``past_budget``: the user is asked to let it run past the key's budget."""
+        return self._signer.dumps({"k": binding, "n": tool.name, "a": _digest(arguments), "u": secrets.token_hex(8),
+                                   **({"b": 1} if past_budget else {})})
 
-    def valid(self, state: Any, binding: str, tool: Tool, arguments: dict[str, Any]) -> bool:
-        """Whether ``state`` lets this call run; a state lets one call run, once."""
+    def valid(self, state: Any, binding: str, tool: Tool, arguments: dict[str, Any], past_budget: bool = False) -> bool:
+        """Whether ``state`` lets this call run (``past_budget`` too: a yes given when it was not is no
+        yes to that); a state lets one call run, once."""
         payload = self._signer.loads(state)
         if payload is None or payload != {**payload, "k": binding, "n": tool.name, "a": _digest(arguments)}:
+            return False
+        if past_budget and not payload.get("b"):
             return False
         return self._store.mark(USED_STATES, digest(state), STATE_MAX_AGE_S) is Marked.FIRST
 

@@ -133,8 +133,8 @@ class Config:
         (), words, "glob patterns of action slugs that count as billable besides those with the billing side effect",
         env="COLABHIVE_BILLABLE_TOOLS", metavar="GLOBS")
     billable_weights: tuple[tuple[str, int], ...] = _setting(
-        (), by_name(int, 1, 10_000, "N", "image-*=5"), "how many billable calls one call of an action counts as, "
-        "by glob of its slug, e.g. image-*=5,cold-*=2 (the first match; else 1)",
+        (), by_name(int, 1, 100, "N", "image-*=5"), "how many billable calls (1 to 100) one call of an action counts "
+        "as, by glob of its slug, e.g. image-*=5,cold-*=2 (the first match; else 1)",
         env="COLABHIVE_BILLABLE_WEIGHTS", metavar="PAIRS")
     sync_timeout: int = _setting(
         1, number(int, 1, 300), "seconds the gateway may hold an invoke before answering 'queued'",

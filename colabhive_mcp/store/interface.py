@@ -76,8 +76,8 @@ class InstanceStore(Protocol):
     def held(self, space: str, key: str) -> int:
         """How many reservations under ``key`` are live (when the store cannot tell: as many as any limit)."""
 
-    def next_free(self, space: str, key: str) -> float:
-        """Seconds until the first reservation under ``key`` ends by itself (0: one is free)."""
+    def next_free(self, space: str, key: str, count: int = 1) -> float:
+        """Seconds until ``count`` of the reservations under ``key`` have ended by themselves (0: now)."""
 
     def acquire(self, space: str, key: str, limit: int) -> bool:
         """One more place held under ``key``, unless ``limit`` are held; whether it was acquired."""

@@ -95,11 +95,12 @@ class MemoryStore:
         with self._lock:
             return sum(expires > now for expires in self._places.get((space, key), {}).values())
 
-    def next_free(self, space: str, key: str) -> float:
-        """Seconds until the first place held under ``key`` expires (0: one is free)."""
+    def next_free(self, space: str, key: str, count: int = 1) -> float:
+        """Seconds until ``count`` of the places held under ``key`` have expired (0: now)."""
         now = self.clock()
         with self._lock:
-            return max(0.0, min(self._places.get((space, key), {}).values(), default=now) - now)
+            ends = sorted(end for end in self._places.get((space, key), {}).values() if end > now)
+        return ends[min(max(1, count), len(ends)) - 1] - now if ends else 0.0
 
     def acquire(self, space: str, key: str, limit: int) -> bool:
         return self._counts.acquire(space, key, limit)

@@ -189,11 +189,12 @@ class SqliteStore:
 
         return int(self._run(count, HELD_WHEN_FAILED))
 
-    def next_free(self, space: str, key: str) -> float:
+    def next_free(self, space: str, key: str, count: int = 1) -> float:
         def soonest(db: sqlite3.Connection) -> float:
-            (expires,) = db.execute("SELECT MIN(expires) FROM places WHERE space = ? AND key = ?",
-                                    (space, key)).fetchone()
-            return 0.0 if expires is None else max(0.0, expires - self.clock())
+            now = self.clock()
+            ends = db.execute("SELECT expires FROM places WHERE space = ? AND key = ? AND expires > ? ORDER BY expires "
+                              "LIMIT ?", (space, key, now, max(1, count))).fetchall()
+            return max(0.0, ends[-1][0] - now) if ends else 0.0
 
         return self._run(soonest, WAIT_WHEN_FAILED_S)
 

@@ -6,13 +6,14 @@ billable calls, and each key's last good manifest. stdio and a single process ke
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from ..calls.detached import DetachedCalls
 from ..settings.config import Config
 from ..store.interface import InstanceStore
 from ..store.memory import MemoryStore
 from .limits import Limits, Quotas
-from .spend import Budget, SpendGuard
+from .spend import Budget, SpendGuard, kept_store
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,13 @@ class Instance:
     calls: DetachedCalls
     limits: Limits
     spend: SpendGuard
+
+    @classmethod
+    def local(cls, config: Config, environ: Mapping[str, str]) -> Instance:
+        """A process on the user's own machine (the stdio server, a command): in memory, but for what
+        its key spends when there is a budget, counted where its next start, and the user's other
+        servers, count it too (:func:`.spend.kept_store`)."""
+        return cls.of(config, spent=kept_store(environ) if Budget.of(config).windows else None)
 
     @classmethod
     def of(cls, config: Config, store: InstanceStore | None = None, spent: InstanceStore | None = None) -> Instance:

@@ -121,12 +121,19 @@ class SpendGuard:
     def __init__(self, budget: Budget, store: InstanceStore) -> None:
         self.budget, self.store = budget, store
 
-    def admit(self, digest: str, key_id: str, tool: Tool, ask: Ask | None) -> tuple[dict[str, Any] | None, Charge]:
+    def counts(self, tool: Tool) -> bool:
+        """Whether a call of ``tool`` is counted (it is billable, and there is a budget)."""
+        return bool(self.budget.windows) and self.budget.weight(tool) > 0
+
+    def admit(self, digest: str, key_id: str, tool: Tool, ask: Ask | None,
+              again: bool = False) -> tuple[dict[str, Any] | None, Charge]:
         """Count a call of ``tool`` by the key with ``digest`` (``key_id`` in logs), asking ``ask``
         first: it confirms a side-effecting tool, and past the budget (then given the
-        :class:`OverBudget`) it answers ``None`` only with the user's yes. Returns the answer to give
-        instead of running the call, if any, and the call's :class:`Charge`."""
-        weight = self.budget.weight(tool) if self.budget.windows else 0
+        :class:`OverBudget`) it answers ``None`` only with the user's yes. A call that continues work
+        counted already (``again``: a host's retry of a call it gave up on) is neither counted nor
+        refused. Returns the answer to give instead of running the call, if any, and the call's
+        :class:`Charge`."""
+        weight = 0 if again else self.budget.weight(tool) if self.budget.windows else 0
         over = None
         try:
             charge = self._charge(digest, tool, weight)
@@ -135,15 +142,22 @@ class SpendGuard:
         if over is not None and (ask is None or self.budget.guard == "refuse"):
             _seen(over, key_id, "refused")
             return over.result, NOTHING
-        stop = ask(over) if ask is not None else None
+        try:
+            stop = ask(over) if ask is not None else None
+        except BaseException:  # (a client that cannot be asked, a shutdown): nothing ran
+            charge.refund()
+            raise
         if stop is not None:
             charge.refund()
-            if over is not None:  # the user said no, or could not be asked (the gate answers the refusal)
+            if over is not None and stop.get("resultType") != "input_required":  # (asked: the answer decides)
                 _seen(over, key_id, "refused" if stop is over.result else "declined")
             return stop, NOTHING
         if over is not None:
             _seen(over, key_id, "confirmed")
-            charge = self._charge(digest, tool, weight, beyond=True)
+            try:
+                charge = self._charge(digest, tool, weight, beyond=True)
+            except OverBudget:  # the store cannot count just now: the user's yes stands
+                charge = NOTHING
         return None, charge
 
     def spent(self, digest: str) -> dict[str, int]:
@@ -160,8 +174,9 @@ class SpendGuard:
                                                  lasting=True)
                 if reservation is None:
                     Charge(self.store, digest, tuple(taken)).refund()
-                    raise OverBudget(window, allowed, self.store.held(space, digest),
-                                     self.store.next_free(space, digest), tool, weight)
+                    used = self.store.held(space, digest)
+                    fits = self.store.next_free(space, digest, used - allowed + weight)  # room for this call again
+                    raise OverBudget(window, allowed, used, fits, tool, weight)
                 taken.append((space, reservation))
         return Charge(self.store, digest, tuple(taken)) if taken else NOTHING
 

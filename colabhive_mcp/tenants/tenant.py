@@ -16,7 +16,8 @@ from typing import Any, Callable
 from .. import __version__, metrics
 from ..ahead import Ahead
 from ..calls import results
-from ..calls.call import CallOptions, Gate, ToolCall
+from ..calls.call import CallOptions, Gate, Standing, ToolCall
+from ..calls.detached import call_key
 from ..calls.polling import Backoff, follow
 from ..catalog.builtin_tools import ENTRIES as BUILTINS
 from ..catalog.policy import Policy
@@ -350,7 +351,12 @@ class Tenant:
             return stop
         try:
             with self.limits.call(self.digest):
-                return ToolCall(self, catalog, tool, arguments, options).answer()
+                call = ToolCall(self, catalog, tool, arguments, options)
+                try:
+                    return call.answer()
+                finally:
+                    if call.standing is Standing.ATTACHED:  # (its host's retry: the work was counted)
+                        charge.refund()
         except LimitReached as exc:
             charge.refund()
             metrics.ERRORS.labels("tenant_limit").inc()
@@ -358,10 +364,12 @@ class Tenant:
 
     def admit(self, tool: Tool, arguments: dict[str, Any], gate: Gate | None) -> tuple[dict[str, Any] | None, Charge]:
         """Count a call of ``tool`` against the key's budget, through ``gate`` (the confirmation
-        step, told when the call is past the budget): the answer to give instead, or ``None`` and what
-        the call was charged (see :meth:`.SpendGuard.admit`)."""
+        step, told when the call is past the budget), unless it continues work counted already (its
+        host's retry): the answer to give instead, or ``None`` and what the call was charged (see
+        :meth:`.SpendGuard.admit`)."""
         ask = None if gate is None else lambda over: gate(tool, arguments, over)
-        return self.spend.admit(self.digest, self.key_id, tool, ask)
+        again = self.spend.counts(tool) and self.calls.continues(call_key(self.binding, tool.slug, arguments))
+        return self.spend.admit(self.digest, self.key_id, tool, ask, again)
 
 
 @lru_cache(maxsize=64)

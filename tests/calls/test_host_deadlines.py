@@ -180,6 +180,26 @@ def test_a_host_timeout_keeps_the_work_and_the_retry_attaches_to_it(config, sand
     assert len(journal("invoke")) == 1 and not journal("cancel")
 
 
+def test_a_hosts_retry_of_billable_work_is_not_counted_again(config, sandbox, journal):
+    """A key with a budget of one billable call: its host gives up on the call and retries it, which
+    attaches to the work already counted (and is not refused); a new call is past the budget."""
+    sandbox.add_action({"name": "slow-biller", "description": "bills slowly", "sideEffects": ["billing"],
+                        "inputSchema": {"type": "object"}}, result={"billed": True}, seconds=4)
+    budgeted = config.replace(billable_calls_per_hour=1, spend_guard="refuse")
+    client = Client(Server(budgeted), Tenant(budgeted, budgeted.api_key))
+    client.initialize()
+    cancelled = Cancellation()
+    thread, answers = call_in_background(client, "slow-biller", {"n": 1}, cancelled)
+    assert wait_until(lambda: journal("poll"))
+    cancelled.cancel(reason_of("McpError: MCP error -32001: Request timed out"))
+    thread.join(5)
+    retried = client.call("slow-biller", {"n": 1})["result"]
+    assert not retried.get("isError") and "billed" in str(retried)
+    fresh = client.call("slow-biller", {"n": 2})["result"]
+    assert fresh["isError"] and "hourly budget of 1" in fresh["content"][0]["text"]
+    assert len(journal("invoke")) == 1
+
+
 def test_a_user_cancel_still_stops_the_work_at_once(config, journal):
     client = Client(Server(config), Tenant(config, config.api_key))
     client.initialize()

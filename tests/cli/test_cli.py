@@ -104,6 +104,16 @@ def test_check_shows_the_budget_in_force(sandbox):
             "web-scrape") in budgeted.stdout
 
 
+def test_call_counts_against_the_budget_its_stdio_servers_count(sandbox, journal, tmp_path):
+    """What ``call`` spends is counted where the key's stdio servers count it: its next run sees it."""
+    budget = ("--billable-calls-per-day", "1", "--spend-guard", "refuse", "--out", str(tmp_path))
+    first = cli("call", "image-gen-tiny", "--args", '{"prompt": "bee", "size": 16}', *budget, sandbox=sandbox)
+    second = cli("call", "image-gen-tiny", "--args", '{"prompt": "bee", "size": 16}', *budget, sandbox=sandbox)
+    assert first.returncode == 0 and second.returncode != 0
+    assert "daily budget of 1 billable ColabHive calls is used" in second.stdout + second.stderr
+    assert len(journal("invoke")) == 1
+
+
 def test_tools_shows_what_an_agent_sees(sandbox):
     listed = cli("tools", "--json", sandbox=sandbox)
     names = [t["name"] for t in json.loads(listed.stdout)]

@@ -56,6 +56,12 @@ def test_a_grant_keeps_its_scope_through_code_token_and_refresh_and_never_widens
                                      "scope": "mcp:read"}, None)
     again = issuer.rotate(narrowed, None)
     assert again["scope"] == "mcp:read" and issuer.key_of(again["access_token"])[1] == {"mcp:read"}
+    restored = issuer.rotate(issuer.refresh_grant({"refresh_token": again["refresh_token"], "client_id": "client"},
+                                                  None), None)
+    assert restored["scope"] == "mcp:read mcp:write"  # the refresh token kept the grant's scope (RFC 6749 §6)
+    unknown = issuer.refresh_grant({"refresh_token": restored["refresh_token"], "client_id": "client",
+                                    "scope": "offline_access"}, None)
+    assert issuer.rotate(unknown, None)["scope"] == "mcp:read mcp:write"  # asking nothing it knows: the grant
     full = issuer.tokens(Grant(DEMO_KEY, "client", RESOURCE), "g", 1)
     assert full["scope"] == "mcp" and issuer.key_of(full["access_token"])[1] == {"mcp"}
     assert len(tokens["access_token"]) - len(full["access_token"]) <= 12  # a letter a scope: tokens stay short
@@ -141,3 +147,29 @@ def test_all_but_billing_runs_writes_and_asks_more_for_billable_tools(server, sa
 def test_a_grant_of_everything_is_what_hosts_get_by_default(server):
     token, listed = granted(server, None)  # no choice made: what the application asked for
     assert token["scope"] == "mcp" and "image-gen-tiny" in listed
+
+
+def test_the_built_in_tools_see_no_further_than_the_grant(config, sandbox):
+    """``colabhive__search_tools`` finds only the tools the grant lets the request call, and
+    ``colabhive__wait_for_result`` does not follow the work of a tool outside it."""
+    from colabhive_mcp.protocol import Server, Session, jsonrpc
+    from colabhive_mcp.protocol.request import Narrowing
+    from colabhive_mcp.tenants.tenant import Tenant
+
+    server, tenant = Server(config), Tenant(config, config.api_key)
+    read_only = Narrowing(granted=frozenset({"mcp:read"}))
+
+    def call(name, arguments, narrow):
+        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": name, "arguments": arguments, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                                            "io.modelcontextprotocol/clientCapabilities": {}}}}
+        return server.handle(jsonrpc.frame_of(message), tenant=tenant, session=Session(id="t"), narrow=narrow)["result"]
+
+    assert "crm-create-contact" in call("colabhive__search_tools", {"query": "contact"}, None)["content"][0]["text"]
+    found = call("colabhive__search_tools", {"query": "contact create summarize echo"}, read_only)["content"][0]["text"]
+    assert "crm-create-contact" not in found and "cold-summarizer" not in found and "echo" in found
+    work = tenant.gateway.invoke("cold-summarizer", {"text": "a long text"}, sync=False)
+    refused = call("colabhive__wait_for_result", {"invocation_id": work.id, "wait_s": 1}, read_only)
+    assert refused["isError"] and "may not use" in refused["content"][0]["text"]
+    followed = call("colabhive__wait_for_result", {"invocation_id": work.id, "wait_s": 1}, None)
+    assert work.id in str(followed)  # the key itself follows it (its result, or where it stands)

@@ -157,3 +157,32 @@ def test_a_yes_runs_one_mutation_once_even_on_another_worker(gateway_sandbox, sa
         first_worker.stop()
         second_worker.stop()
     assert [e["slug"] for e in journal("invoke")] == ["crm-create-contact"]
+
+
+def test_a_yes_given_within_the_budget_is_no_yes_past_it(config, sandbox, journal):
+    """2026: a side-effect confirmation asked while the key was within its budget cannot be replayed to
+    run the call once the budget is used: the user is asked again, and told what was spent."""
+    from colabhive_mcp.tenants.shared import Instance
+
+    sandbox.add_action({"name": "paid-writer", "description": "writes, and bills", "sideEffects": ["writes", "billing"],
+                        "inputSchema": {"type": "object"}}, result={"written": True})
+    budgeted = config.replace(confirm_side_effects="require", billable_calls_per_hour=1)
+    client = CoreClient(Server(budgeted), Tenant(budgeted, budgeted.api_key, Instance.of(budgeted)))
+    caps = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    asked = client.modern("tools/call", {"name": "paid-writer", "arguments": {"n": 1}}, **caps)["result"]
+    assert asked["resultType"] == "input_required" and "budget" not in str(asked["inputRequests"])
+    yes = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+    image = {"name": "image-gen-tiny", "arguments": {"prompt": "x", "size": 16}}
+    other = client.modern("tools/call", image, **caps)["result"]
+    other = client.modern("tools/call", {**image, "inputResponses": yes, "requestState": other["requestState"]},
+                          **caps)["result"]
+    assert other["resultType"] == "complete" and not other.get("isError")  # the budget is used meanwhile
+    replayed = client.modern("tools/call", {"name": "paid-writer", "arguments": {"n": 1}, "inputResponses": yes,
+                                            "requestState": asked["requestState"]}, **caps)["result"]
+    assert replayed["resultType"] == "input_required"
+    message = replayed["inputRequests"]["confirm"]["params"]["message"]
+    assert "hourly budget of 1 billable ColabHive calls is used" in message
+    done = client.modern("tools/call", {"name": "paid-writer", "arguments": {"n": 1}, "inputResponses": yes,
+                                        "requestState": replayed["requestState"]}, **caps)["result"]
+    assert done["resultType"] == "complete" and not done.get("isError")
+    assert [e["slug"] for e in journal("invoke")] == ["image-gen-tiny", "paid-writer"]

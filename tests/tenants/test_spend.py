@@ -200,3 +200,40 @@ def test_a_task_is_counted_when_it_is_created_in_either_era(config, journal):
         "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}})["result"]
     assert modern["isError"] and "hourly budget of 1" in modern["content"][0]["text"]
     assert [e["slug"] for e in journal("invoke")] == ["cold-summarizer"]
+
+
+def test_when_a_window_frees_up_counts_what_was_confirmed_past_it_and_the_calls_weight():
+    clock = FakeClock()
+    guard = SpendGuard(Budget(per_hour=2), MemoryStore(clock=clock))
+    yes = lambda over: None  # noqa: E731
+    guard.admit(KEY, KEY_ID, IMAGE, yes)
+    clock.advance(100)
+    guard.admit(KEY, KEY_ID, IMAGE, yes)
+    clock.advance(100)
+    assert guard.admit(KEY, KEY_ID, IMAGE, yes)[0] is None  # past the budget, with the user's yes: 3 counted
+    clock.advance(100)
+    asked = []
+    guard.admit(KEY, KEY_ID, IMAGE, lambda over: asked.append(over) or {"content": [], "isError": True})
+    assert asked[0].figures["used"] == 3
+    assert asked[0].retry_after == 3400  # two must leave the hour before this call fits: the second, at 3,700 s
+    heavy = SpendGuard(Budget(per_hour=10, guard="refuse", weights=(("image-*", 4),)), MemoryStore(clock=clock))
+    for _ in range(2):
+        heavy.admit(KEY, KEY_ID, IMAGE, None)
+        clock.advance(600)
+    refused = heavy.admit(KEY, KEY_ID, IMAGE, None)[0]  # 8 of 10 used: room for 2, this call needs 4
+    assert refused["_meta"][LIMIT]["retryAfter"] == 3600 - 1200  # the first call's 4 must leave
+
+
+def test_a_retry_of_work_under_way_is_neither_counted_nor_refused_and_a_failed_ask_gives_back():
+    guard = SpendGuard(Budget(per_hour=1, guard="refuse"), MemoryStore())
+    assert guard.admit(KEY, KEY_ID, IMAGE, None)[0] is None
+    assert guard.admit(KEY, KEY_ID, IMAGE, None, again=True) == (None, NOTHING)  # a host's retry of that call
+    assert guard.spent(KEY) == {"hour": 1}
+    asking = SpendGuard(Budget(per_hour=5), MemoryStore())
+
+    def cannot_ask(over):
+        raise RuntimeError("the client cannot be asked")
+
+    with pytest.raises(RuntimeError):
+        asking.admit(KEY, KEY_ID, IMAGE, cannot_ask)
+    assert asking.spent(KEY) == {"hour": 0}
