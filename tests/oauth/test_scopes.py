@@ -93,7 +93,8 @@ def test_the_consent_page_offers_the_choice_and_the_metadata_names_the_scopes(se
     choices = re.findall(r'<input type="radio" id="grant-([a-z-]+)" name="grant" value="[a-z-]+"( checked)?>', page)
     assert choices == [("all", ""), ("no-billing", ""), ("read", " checked")]  # what the application asked for
     assert "Read-only tools" in page and "no spending" in page
-    for asked, shown in (("openid offline_access", "all"), ("offline_access mcp:read", "read"), ("mcp:write", "no-billing")):
+    for asked, shown in (("openid offline_access", "all"), ("offline_access mcp:read", "read"), ("mcp:write", "no-billing"),
+                         ("mcp:read mcp:billing", "all")):  # (the narrowest choice that gives all it asks)
         page = flow.authorize("c" * 43, scope=asked).text  # scopes it does not know are ignored (RFC 6749 §3.3)
         assert f'value="{shown}" checked' in page, asked
     for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server"):
