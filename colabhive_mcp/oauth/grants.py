@@ -13,6 +13,7 @@ else is stored.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 import secrets
 from dataclasses import dataclass, replace
@@ -33,6 +34,7 @@ GRANTS = "oauth-grants"  # store marks: each grant's last generation used (0: it
 OLD_USED = "oauth-used"  # store entries: refresh tokens of before grants had names that were used
 VERIFIER = re.compile(r"[A-Za-z0-9._~-]{43,128}\Z")  # RFC 7636 §4.1
 ACCESS_PREFIX = "hmcp_at_"
+AFFINITY_CHARS = 11  # an access token's affinity: 64 bits of its key's keyed hash, base64url
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,8 @@ def s256(verifier: str) -> str:
 class Grants:
     def __init__(self, secret: str, resource: str, store: InstanceStore, access_ttl: float, refresh_ttl: float) -> None:
         self.codes = Sealer(secret, "code", "hmcp_code_")
-        self.access = Sealer(secret, "access token", ACCESS_PREFIX)
+        self.access = Sealer(secret, "access token", "")  # (after the prefix and the key's affinity)
+        self._affinity_key = hashlib.sha256(b"colabhive-mcp oauth affinity\n" + secret.encode()).digest()
         self.refresh = Sealer(secret, "refresh token", "hmcp_rt_")
         self.resource, self.store = resource, store
         self.resource_digest = digest(resource)  # what this server's tokens carry (read on every request)
@@ -121,7 +124,7 @@ class Grants:
         and the refresh token of ``generation`` of the grant ``name`` (for the grant's scope, always)."""
         access = grant if scope is None else replace(grant, scope=scope)
         refresh = {**_bound(grant), "f": name, "g": generation, **_signed(grant)}
-        return {"access_token": self.access.seal(_bound(access), self.access_ttl), "token_type": "Bearer",
+        return {"access_token": self._access_token(access), "token_type": "Bearer",
                 "expires_in": int(self.access_ttl), "scope": access.scope,
                 "refresh_token": self.refresh.seal(refresh, self.refresh_ttl)}
 
@@ -165,13 +168,28 @@ class Grants:
 
     def fits(self, grant: Grant) -> bool:
         """Whether an access token for ``grant`` has a key's shape (at most 255 characters, which
-        nginx's site buckets): a key of up to about 98 characters does."""
-        return len(self.access.seal(_bound(grant), self.access_ttl)) <= MAX_KEY_CHARS
+        nginx's site buckets): a key of up to about 80 characters does."""
+        return len(self._access_token(grant)) <= MAX_KEY_CHARS
+
+    def affinity(self, key: str) -> str:
+        """What every access token of ``key`` begins with after its prefix (11 characters): the site
+        balances a key's tokens by it, so that they reach one instance however often they are renewed.
+        Nobody without the secret can tell a key from it."""
+        return b64url(hmac.new(self._affinity_key, key.encode(), hashlib.sha256).digest()[:8])
+
+    def _access_token(self, grant: Grant) -> str:
+        return ACCESS_PREFIX + self.affinity(grant.key) + self.access.seal(_bound(grant), self.access_ttl)
 
     def key_of(self, access_token: str) -> tuple[str, frozenset[str]]:
         """The key an access token carries, and the scopes it grants; raises ``invalid_token`` saying
         why it is not usable here."""
-        payload = self.access.read(access_token)
+        body = access_token[len(ACCESS_PREFIX):] if access_token.startswith(ACCESS_PREFIX) else ""
+        tag, sealed = body[:AFFINITY_CHARS], body[AFFINITY_CHARS:]
+        payload = self.access.read(sealed)
+        if payload is not None and not hmac.compare_digest(tag, self.affinity(str(payload.get("k")))):
+            payload = None
+        if payload is None:  # (sealed by the release before tokens had an affinity: they live an hour)
+            payload = self.access.read(body)
         if payload is None:
             raise OAuthError("invalid_token", "The access token is not one this server issued.", 401)
         if self.access.expired(payload):

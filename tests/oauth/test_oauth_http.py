@@ -531,6 +531,28 @@ def test_a_code_and_a_refresh_token_work_once_behind_nginx_with_two_instances(ga
             assert replayed.json()["error"] == "invalid_grant" and "already used" in replayed.json()["error_description"]
 
 
+def test_a_keys_tokens_reach_one_instance_so_its_budget_holds_behind_nginx(gateway_sandbox, sandbox, journal):
+    """Every access token of a key, however many grants and renewals, begins with the key's affinity,
+    by which the site balances them: four hosts' tokens of one key and a budget of three billable calls,
+    on two instances, and three calls reach the gateway."""
+    with two_instances_behind_nginx(gateway_sandbox, 0, COLABHIVE_BILLABLE_CALLS_PER_HOUR="3",
+                                    COLABHIVE_SPEND_GUARD="refuse") as flow:
+        tokens = []
+        for _ in range(4):  # four grants (four hosts connecting), each with its own tokens
+            verifier, challenge = pkce()
+            tokens.append(flow.exchange(flow.code(DEMO_KEY, challenge), verifier).json()["access_token"])
+        assert len({token[:19] for token in tokens}) == 1 and len(set(tokens)) == 4
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "image-gen-tiny", "arguments": {"prompt": "a hive", "size": 16}, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
+        headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "image-gen-tiny",
+                   "Accept": "application/json, text/event-stream"}
+        results = [flow.send("POST", "/mcp", json=call, headers={**headers, **bearer(token)}).json()["result"]
+                   for token in tokens]
+    assert [bool(r.get("isError")) for r in results] == [False, False, False, True]
+    assert len(journal("invoke")) == 3
+
+
 class FromAddress(requests.adapters.HTTPAdapter):
     """Connections from one loopback source address (nginx limits each address to 20 requests a second)."""
 

@@ -174,3 +174,19 @@ def test_the_built_in_tools_see_no_further_than_the_grant(config, sandbox):
     assert refused["isError"] and "may not use" in refused["content"][0]["text"]
     followed = call("colabhive__wait_for_result", {"invocation_id": work.id, "wait_s": 1}, None)
     assert work.id in str(followed)  # the key itself follows it (its result, or where it stands)
+
+
+def test_every_token_of_a_key_begins_with_its_affinity_and_fits_the_sites_buckets():
+    issuer = grants()
+    key = "hive_" + "k" * 75  # 80 characters
+    first = issuer.tokens(Grant(key, "one host", RESOURCE, "mcp:read mcp:write mcp:billing"), "g1", 1)["access_token"]
+    second = issuer.tokens(Grant(key, "another host", RESOURCE), "g2", 5)["access_token"]
+    other = issuer.tokens(Grant(DEMO_KEY, "one host", RESOURCE), "g3", 1)["access_token"]
+    assert first[:19] == second[:19] == "hmcp_at_" + issuer.affinity(key) and other[:19] != first[:19]
+    assert Grants("t" * 32, RESOURCE, MemoryStore(), 1, 1).affinity(key) != issuer.affinity(key)  # another secret
+    assert max(len(first), len(second)) <= 255 and issuer.fits(Grant(key, "c", RESOURCE, "mcp:read mcp:write"))
+    assert not issuer.fits(Grant("hive_" + "k" * 200, "c", RESOURCE))
+    assert issuer.key_of(first)[0] == key
+    forged = "hmcp_at_" + issuer.affinity(DEMO_KEY) + first[19:]  # another key's affinity on this token
+    with pytest.raises(OAuthError):
+        issuer.key_of(forged)
