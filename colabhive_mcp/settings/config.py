@@ -285,6 +285,10 @@ class Config:
         None, text, "HTTP: the instance's private directory, shared by its workers (the instance store, the cancel "
         "relay); default: $RUNTIME_DIRECTORY under systemd, else one that serve makes and removes",
         env="COLABHIVE_RUNTIME_DIR", metavar="DIR")
+    state_dir: str | None = _setting(
+        None, text, "HTTP: the instance's lasting directory, shared by its workers, where what must outlive a stop is "
+        "kept (what each key spent against its budget); default: $STATE_DIRECTORY under systemd, else the runtime "
+        "directory, and a stop starts every budget afresh", env="COLABHIVE_STATE_DIR", metavar="DIR")
     store_max_entries: int = _setting(
         100_000, number(int, 1000, 10_000_000), "HTTP: entries the instance store keeps at most (the soonest to "
         "expire go first), and as many single-use marks (OAuth grants, used confirmations), which are never let "

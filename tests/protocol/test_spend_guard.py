@@ -144,3 +144,17 @@ def test_every_limit_refusal_reads_alike_through_the_sdk(gateway_sandbox, sandbo
     assert "started 2 ColabHive calls in the last minute" in results[2].content[0].text
     facts = results[2].meta[LIMIT]
     assert facts["limit"] == "tenant_calls_per_minute" and facts["allowed"] == 2 and 1 <= facts["retryAfter"] <= 60
+
+
+def test_what_a_key_spent_outlives_a_stop_in_the_state_directory(gateway_sandbox, sandbox, journal, tmp_path):
+    """The hosted server keeps what keys spend in its state directory (systemd's StateDirectory=): a stop,
+    a new runtime directory, a new start, and the budget is where it was."""
+    state = tmp_path / "state"
+    call = {"name": "image-gen-tiny", "arguments": IMAGE}
+    for expected in ([False, False], [True]):
+        with hosted_server(gateway_sandbox.url, billable_calls_per_day=2, spend_guard="refuse",
+                           state_dir=str(state)) as server:
+            answers = [modern(server.url, "tools/call", call).json()["result"] for _ in expected]
+        assert [bool(a.get("isError")) for a in answers] == expected
+    assert "daily budget of 2" in answers[0]["content"][0]["text"]
+    assert state.stat().st_mode & 0o777 == 0o700 and len(journal("invoke")) == 2

@@ -28,6 +28,7 @@ from ...protocol import Server, jsonrpc
 from ...settings.config import Config, ConfigError
 from ...settings.sources import load
 from ...store.sqlite import open_store
+from ...tenants.spend import Budget
 from .events import EventStore
 from .incoming import HttpRequest, bind_host, hostname, local_and_direct, request_id_of
 from .legacy_sse import LegacySse
@@ -53,8 +54,10 @@ class McpApp:
             importlib.import_module(module)
         resumable = config.single_tenant if config.resumable_streams is None else config.resumable_streams
         store = open_store(config.runtime_dir, config.store_max_entries)  # what this instance's workers agree on
+        lasting = config.state_dir and Budget.of(config).windows  # what keys spend outlives a stop there
+        spent = open_store(config.state_dir) if lasting else None
         self.core = Server(config, list_changed=resumable, store=store)  # announced on the GET stream (affinity)
-        self.tenancy = Tenancy(config, store)
+        self.tenancy = Tenancy(config, store, spent)
         sessions = SessionCodec(self.core.context.secret, config.session_max_age)
         streams = Streams(config, EventStore() if resumable else None)
         relay = CancelRelay(os.path.join(config.runtime_dir, RELAY_DIR),

@@ -25,14 +25,16 @@ from typing import Any
 
 from ... import tracing
 from ...logs import log
-from ...settings.config import Config
-from ...store.runtime_dir import check_runtime_dir
+from ...settings.config import Config, ConfigError
+from ...store.runtime_dir import check_runtime_dir, private_dir_problems
 from .relay import RELAY_DIR
 
 SECRET_ENV = "COLABHIVE_SESSION_SECRET"
 RUNTIME_DIR_ENV = "COLABHIVE_RUNTIME_DIR"
+STATE_DIR_ENV = "COLABHIVE_STATE_DIR"
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 SYSTEMD_RUNTIME_ENV = "RUNTIME_DIRECTORY"  # systemd's RuntimeDirectory=
+SYSTEMD_STATE_ENV = "STATE_DIRECTORY"  # systemd's StateDirectory=
 INTERRUPTED = 128 + signal.SIGINT  # the exit status of a program ended by Ctrl-C
 THREAD_STACK_BYTES = 4 << 20  # half the usual 8 MiB; at 1 MiB, Python 3.13 can crash on deep JSON
 # The runtime directory this process made, or the relay in a given one, with the maker's pid: a forked
@@ -165,6 +167,20 @@ def prepare_runtime_dir(config: Config) -> Config:
     return config.replace(runtime_dir=directory)
 
 
+def prepare_state_dir(config: Config) -> Config:
+    """The instance's lasting directory: the configured one, or systemd's ``StateDirectory`` (made
+    now, mode 0700); ``ConfigError`` when it is not this user's alone. None: the runtime directory serves."""
+    directory = config.state_dir or os.environ.get(SYSTEMD_STATE_ENV, "").split(":")[0]
+    if not directory:
+        return config
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    problems = private_dir_problems(directory)
+    if problems:
+        raise ConfigError(f"state directory {directory} {' and '.join(problems)}; what keys spent is kept there and "
+                          "trusts nobody else's: use a directory of its own")
+    return config.replace(state_dir=directory)
+
+
 def remove_runtime_dir(_server: Any = None) -> None:
     """gunicorn hook (and ``serve``'s last step): remove the runtime directory this process made, or
     the cancel markers from the one it was given; in any other process (a worker), nothing."""
@@ -175,9 +191,9 @@ def remove_runtime_dir(_server: Any = None) -> None:
 
 
 def prepare(config: Config) -> Config:
-    """The directories the workers share, ready before they fork: metrics and the runtime directory."""
+    """The directories the workers share, ready before they fork: metrics, the runtime and state directories."""
     prepare_metrics_dir()
-    return prepare_runtime_dir(config)
+    return prepare_state_dir(prepare_runtime_dir(config))
 
 
 def export(config: Config) -> Config:
@@ -186,6 +202,7 @@ def export(config: Config) -> Config:
     may have been made now). Nothing else, secrets least of all: they read what the master read."""
     config = prepare(config)
     os.environ[RUNTIME_DIR_ENV] = config.runtime_dir or ""
+    os.environ[STATE_DIR_ENV] = config.state_dir or ""
     return config
 
 

@@ -30,10 +30,11 @@ KEY_SHAPE = f"{MIN_KEY_CHARS} to {MAX_KEY_CHARS} characters of A-Z a-z 0-9 . _ ~
 
 
 class Tenancy:
-    def __init__(self, config: Config, store: InstanceStore) -> None:
+    def __init__(self, config: Config, store: InstanceStore, spent: InstanceStore | None = None) -> None:
         """``store``: the instance's, where calls kept for a retry, rejected keys, the limits' counts
-        and the last good manifests are shared."""
-        self.instance = Instance.of(config, store)
+        and the last good manifests are shared; ``spent``: where what keys spend is counted, when that
+        is to outlive the instance (by default, ``store``)."""
+        self.instance = Instance.of(config, store, spent)
         self.limits = self.instance.limits
         self.single_key = ApiKey.of(config.api_key or "")
         self.single = Tenant(config, self.single_key, self.instance) if config.single_tenant and config.api_key else None
