@@ -2,14 +2,16 @@
 
 An action is billable when it declares the ``billing`` side effect, or its slug matches
 ``billable_tools``; one call of it counts as its weight (``billable_weights``, else 1). Each
-counted call is a lasting reservation in the instance store (:meth:`.InstanceStore.reserve`), so
-every worker of the instance counts against the same budget, a worker that restarts forgets none of
-it, and no more calls get through than the budget allows, however many come at once.
+counted call is a lasting reservation in a store the instance's workers share (:meth:`.InstanceStore.reserve`;
+the instance's state directory, else its store), so every worker counts against the same budget, a
+worker that restarts forgets none of it, and no more calls get through than the budget allows,
+however many come at once.
 
 Within budget nothing changes. Past it, ``spend_guard = confirm`` lets the call through only with
 the user's yes (asked the way a side-effecting tool is confirmed: :mod:`colabhive_mcp.protocol.confirm`),
-and ``refuse`` refuses it. A call that then does not go to the gateway (declined, or refused by
-another limit) gives its count back; one the gateway took or refused stays counted.
+and ``refuse`` refuses it. A call that then does not go to the gateway (declined, not askable, or
+refused by another limit) gives its count back; one the gateway took or refused stays counted, and
+a host's retry of it is not counted again.
 """
 
 from __future__ import annotations
