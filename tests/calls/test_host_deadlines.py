@@ -162,6 +162,16 @@ def call_in_background(client, name, arguments, cancelled, modern=False):
     return thread, answers
 
 
+def given_up_by_its_host(client, name, arguments, journal):
+    """Start the call, and once it polls, end it as its host's timeout does (its work is kept); its answers."""
+    cancelled = Cancellation()
+    thread, answers = call_in_background(client, name, arguments, cancelled)
+    assert wait_until(lambda: journal("poll"))
+    cancelled.cancel(reason_of("McpError: MCP error -32001: Request timed out"))
+    thread.join(5)
+    return answers
+
+
 @pytest.mark.parametrize("tool,arguments", [("batch-report", {"seconds": 4}),
                                             ("slow-writer", {"name": "Ada"})])  # side effects: never twice
 def test_a_host_timeout_keeps_the_work_and_the_retry_attaches_to_it(config, sandbox, journal, tool, arguments):
@@ -169,12 +179,7 @@ def test_a_host_timeout_keeps_the_work_and_the_retry_attaches_to_it(config, sand
                         "inputSchema": {"type": "object"}}, result={"written": True}, seconds=4)
     client = Client(Server(config), Tenant(config, config.api_key))
     client.initialize()
-    cancelled = Cancellation()
-    thread, answers = call_in_background(client, tool, arguments, cancelled)
-    assert wait_until(lambda: journal("poll"))
-    cancelled.cancel(reason_of("McpError: MCP error -32001: Request timed out"))
-    thread.join(5)
-    assert answers == [None]  # a cancelled request gets no answer
+    assert given_up_by_its_host(client, tool, arguments, journal) == [None]  # a cancelled request gets no answer
     retried = client.call(tool, arguments)["result"]
     assert not retried.get("isError") and ("report ready" in str(retried) or "written" in str(retried))
     assert len(journal("invoke")) == 1 and not journal("cancel")
@@ -188,11 +193,7 @@ def test_a_hosts_retry_of_billable_work_is_not_counted_again(config, sandbox, jo
     budgeted = config.replace(billable_calls_per_hour=1, spend_guard="refuse")
     client = Client(Server(budgeted), Tenant(budgeted, budgeted.api_key))
     client.initialize()
-    cancelled = Cancellation()
-    thread, answers = call_in_background(client, "slow-biller", {"n": 1}, cancelled)
-    assert wait_until(lambda: journal("poll"))
-    cancelled.cancel(reason_of("McpError: MCP error -32001: Request timed out"))
-    thread.join(5)
+    given_up_by_its_host(client, "slow-biller", {"n": 1}, journal)
     retried = client.call("slow-biller", {"n": 1})["result"]
     assert not retried.get("isError") and "billed" in str(retried)
     fresh = client.call("slow-biller", {"n": 2})["result"]
