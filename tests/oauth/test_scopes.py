@@ -186,6 +186,10 @@ def test_every_token_of_a_key_begins_with_its_affinity_and_fits_the_sites_bucket
     assert Grants("t" * 32, RESOURCE, MemoryStore(), 1, 1).affinity(key) != issuer.affinity(key)  # another secret
     assert max(len(first), len(second)) <= 255 and issuer.fits(Grant(key, "c", RESOURCE, "mcp:read mcp:write"))
     assert not issuer.fits(Grant("hive_" + "k" * 200, "c", RESOURCE))
+    long_key = "hive_" + "k" * 83  # a grant it fits, but not with the affinity: the token goes without
+    plain = issuer.tokens(Grant(long_key, "c", RESOURCE, "mcp:read"), "g4", 1)["access_token"]
+    assert issuer.fits(Grant(long_key, "c", RESOURCE, "mcp:read")) and len(plain) <= 255
+    assert not plain.startswith("hmcp_at_" + issuer.affinity(long_key)) and issuer.key_of(plain)[0] == long_key
     assert issuer.key_of(first)[0] == key
     forged = "hmcp_at_" + issuer.affinity(DEMO_KEY) + first[19:]  # another key's affinity on this token
     with pytest.raises(OAuthError):

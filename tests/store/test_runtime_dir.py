@@ -133,3 +133,22 @@ def test_plain_gunicorn_refuses_it_too(tmp_path):
     os.chmod(open_to_all, 0o777)
     with pytest.raises(RuntimeError, match=re.escape(f"runtime directory {open_to_all} has mode 0777")):
         HttpServer("http://127.0.0.1:9", gunicorn_conf=True, env={"COLABHIVE_RUNTIME_DIR": open_to_all}).stop()
+
+
+def test_a_state_directory_is_made_private_checked_and_never_the_runtime_directory_twice(tmp_path, monkeypatch):
+    prepare_state_dir = hosting.prepare_state_dir
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    assert prepare_state_dir(Config(runtime_dir=str(runtime), state_dir=str(runtime))).state_dir is None
+    made = prepare_state_dir(Config(state_dir=str(tmp_path / "state"))).state_dir
+    assert made == str(tmp_path / "state") and (tmp_path / "state").stat().st_mode & 0o777 == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    with pytest.raises(ConfigError, match="state directory .* 0755"):
+        prepare_state_dir(Config(state_dir=str(shared)))
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(ConfigError, match="state directory"):  # one line, not a traceback
+        prepare_state_dir(Config(state_dir=str(tmp_path / "file" / "under")))
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path / "systemd"))
+    assert prepare_state_dir(Config()).state_dir == str(tmp_path / "systemd")

@@ -173,8 +173,13 @@ def prepare_state_dir(config: Config) -> Config:
     directory = config.state_dir or os.environ.get(SYSTEMD_STATE_ENV, "").split(":")[0]
     if not directory:
         return config
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    problems = private_dir_problems(directory)
+    if config.runtime_dir and os.path.realpath(directory) == os.path.realpath(config.runtime_dir):
+        return config.replace(state_dir=None)  # (the instance store is there already)
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        problems = private_dir_problems(directory)
+    except OSError as exc:
+        raise ConfigError(f"state directory {directory}: {exc.strerror}") from None
     if problems:
         raise ConfigError(f"state directory {directory} {' and '.join(problems)}; what keys spent is kept there and "
                           "trusts nobody else's: use a directory of its own")
