@@ -15,16 +15,17 @@ import stat
 from ..settings.config import ConfigError
 
 
-def check_runtime_dir(directory: str) -> None:
+def check_runtime_dir(directory: str, name: str = "runtime directory",
+                      holds: str = "the instance keeps its shared state there") -> None:
     """Raise :class:`ConfigError` unless ``directory`` is a directory (not a symbolic link) of this
-    process's user that nobody else may enter."""
+    process's user that nobody else may enter; the message calls it ``name``, which ``holds`` what."""
     try:
         problems = private_dir_problems(directory)
     except OSError as exc:
-        raise ConfigError(f"runtime directory {directory}: {exc.strerror}") from None
+        raise ConfigError(f"{name} {directory}: {exc.strerror}") from None
     if problems:
-        raise ConfigError(f"runtime directory {directory} {' and '.join(problems)}; the instance keeps its shared "
-                          "state there and trusts nobody else's: use a directory of its own")
+        raise ConfigError(f"{name} {directory} {' and '.join(problems)}; {holds} and trusts nobody else's: use a "
+                          "directory of its own")
 
 
 def private_dir_problems(directory: str) -> list[str]:

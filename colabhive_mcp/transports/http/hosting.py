@@ -26,7 +26,7 @@ from typing import Any
 from ... import tracing
 from ...logs import log
 from ...settings.config import Config, ConfigError
-from ...store.runtime_dir import check_runtime_dir, private_dir_problems
+from ...store.runtime_dir import check_runtime_dir
 from .relay import RELAY_DIR
 
 SECRET_ENV = "COLABHIVE_SESSION_SECRET"
@@ -177,12 +177,9 @@ def prepare_state_dir(config: Config) -> Config:
         return config.replace(state_dir=None)  # (the instance store is there already)
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        problems = private_dir_problems(directory)
     except OSError as exc:
         raise ConfigError(f"state directory {directory}: {exc.strerror}") from None
-    if problems:
-        raise ConfigError(f"state directory {directory} {' and '.join(problems)}; what keys spent is kept there and "
-                          "trusts nobody else's: use a directory of its own")
+    check_runtime_dir(directory, "state directory", "what keys spent is kept there")
     return config.replace(state_dir=directory)
 
 
