@@ -54,7 +54,7 @@ def create(context: Context, request: Request, tool: Tool, arguments: dict[str, 
     try:
         invocation = request.tenant.start(tool, arguments, TTL_MS / 1000, charge)
     except LimitReached as exc:
-        return results.limit_result(exc.message, exc.data)
+        return exc.result
     except Unreachable as exc:
         return results.error_result(str(exc))
     ref = context.task_ids.issue(request.tenant.binding, invocation.id, tool)

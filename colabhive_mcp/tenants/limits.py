@@ -14,8 +14,10 @@ import ipaddress
 import math
 import threading
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any, Iterator
 
+from ..calls import results
 from ..errors import BUSY_RETRY_S, LIMIT_REACHED, ColabHiveError
 from ..keys import KeyRejected
 from ..settings.config import Config
@@ -57,6 +59,11 @@ class LimitReached(ColabHiveError):
     def data(self) -> dict[str, Any]:
         return {**({"limit": self.limit} if self.limit else {}), **self.figures,
                 "retryAfter": math.ceil(self.retry_after)}
+
+    @cached_property
+    def result(self) -> dict[str, Any]:
+        """The refusal as a tool's result: the words for the model, :attr:`data` for programs."""
+        return results.limit_result(self.message, self.data)
 
 
 @dataclass(frozen=True)

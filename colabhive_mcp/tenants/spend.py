@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple
 
 from .. import metrics
-from ..calls import results
 from ..catalog.policy import billable
 from ..catalog.tools import Tool
 from ..logs import log
@@ -94,7 +93,6 @@ class OverBudget(LimitReached):
         super().__init__(f"{self.situation} Ask the user whether to go on, or to raise {window.setting}.",
                          retry_after, 429, window.setting, allowed=allowed, used=used, window=window.name,
                          weight=weight, **({"cost": cost} if isinstance(cost, str) else {}))
-        self.result = results.limit_result(self.message, self.data)  # the refusal: words for the model, figures
 
 
 class Charge:
@@ -135,7 +133,7 @@ class SpendGuard:
         counted already (``again``: a host's retry of a call it gave up on) is neither counted nor
         refused. Returns the answer to give instead of running the call, if any, and the call's
         :class:`Charge`."""
-        weight = 0 if again else self.budget.weight(tool) if self.budget.windows else 0
+        weight = 0 if again or not self.budget.windows else self.budget.weight(tool)
         over = None
         try:
             charge = self._charge(digest, tool, weight)

@@ -360,7 +360,7 @@ class Tenant:
         except LimitReached as exc:
             charge.refund()
             metrics.ERRORS.labels("tenant_limit").inc()
-            return results.limit_result(exc.message, exc.data)
+            return exc.result
 
     def admit(self, tool: Tool, arguments: dict[str, Any], gate: Gate | None) -> tuple[dict[str, Any] | None, Charge]:
         """Count a call of ``tool`` against the key's budget, through ``gate`` (the confirmation
