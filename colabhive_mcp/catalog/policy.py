@@ -74,10 +74,8 @@ class Policy:
         for), or ``None`` when the grant covers it."""
         if self.granted is None or builtin:
             return None
-        effects = side_effects(entry)
-        if scopes.allows(self.granted, effects, billable(entry, self.billable)):
-            return None
-        return self.granted | scopes.needed(effects, billable(entry, self.billable))
+        effects, paid = side_effects(entry), billable(entry, self.billable)
+        return None if scopes.allows(self.granted, effects, paid) else self.granted | scopes.needed(effects, paid)
 
     def hides(self, entry: dict[str, Any], builtin: bool = False) -> bool:
         return self.refusal(entry, builtin) is not None or self.wants(entry, builtin) is not None

@@ -51,9 +51,9 @@ def _gate(context: Context, request: Request) -> Gate | None:
     """The confirmation step, for tools with side effects if the policy asks for one, and for calls
     past the key's budget if the spend guard asks (:mod:`colabhive_mcp.tenants.spend`); ``None``
     when nothing is ever asked (a call past a budget is then refused)."""
-    policy = context.config.confirm_side_effects
-    if policy == "off" and not context.budget.asks:
+    if not context.confirms:
         return None
+    policy = context.config.confirm_side_effects
 
     def gate(tool: Tool, arguments: dict[str, Any], over: OverBudget | None) -> dict[str, Any] | None:
         """``None`` to run the tool, else the result to answer instead; past a budget (``over``), only

@@ -32,7 +32,8 @@ class Context:
     secret: str = field(init=False, repr=False)  # signs task ids, confirmation states (and HTTP session ids)
     task_ids: TaskIds = field(init=False)
     request_states: RequestStates = field(init=False)
-    budget: Budget = field(init=False)  # the spend guard's, for whether a call may ask the user
+    budget: Budget = field(init=False)  # the spend guard's
+    confirms: bool = field(init=False)  # a tool call may ask the user (a confirmation, a budget passed)
     session_changed: Callable[[Session], None] = lambda _session: None  # a transport keeps what a session set
 
     def __post_init__(self) -> None:
@@ -40,3 +41,4 @@ class Context:
         self.task_ids = TaskIds(self.secret)
         self.request_states = RequestStates(self.secret, self.store)
         self.budget = Budget.of(self.config)
+        self.confirms = self.config.confirm_side_effects != "off" or self.budget.asks

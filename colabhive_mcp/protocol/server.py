@@ -64,7 +64,7 @@ class Server:
     def plan(self, frame: jsonrpc.Frame, session: Session | None = None) -> Plan:
         """What a transport must know of ``frame`` before serving it, within its legacy ``session`` if
         it has one (see :mod:`.plan`)."""
-        return plan(frame, session, self.config.confirm_side_effects != "off" or self.context.budget.asks)
+        return plan(frame, session, self.context.confirms)
 
     # -- entry points -----------------------------------------------------------------------
 
