@@ -18,7 +18,7 @@ from colabhive_mcp.sandbox import DEMO_KEY
 
 from ..support.environ import server_env
 from ..support.http_client import modern
-from ..support.http_server import events, hosted_server
+from ..support.http_server import HttpServer, events, hosted_server
 
 pytestmark = pytest.mark.real_clients
 
@@ -146,15 +146,22 @@ def test_every_limit_refusal_reads_alike_through_the_sdk(gateway_sandbox, sandbo
     assert facts["limit"] == "tenant_calls_per_minute" and facts["allowed"] == 2 and 1 <= facts["retryAfter"] <= 60
 
 
-def test_what_a_key_spent_outlives_a_stop_in_the_state_directory(gateway_sandbox, sandbox, journal, tmp_path):
+@pytest.mark.parametrize("gunicorn_conf", [False, True], ids=["serve", "plain-gunicorn"])
+def test_what_a_key_spent_outlives_a_stop_in_the_state_directory(gateway_sandbox, sandbox, journal, tmp_path,
+                                                                  gunicorn_conf):
     """The hosted server keeps what keys spend in its state directory (systemd's StateDirectory=): a stop,
-    a new runtime directory, a new start, and the budget is where it was."""
+    a new runtime directory, a new start, and the budget is where it was (``serve``, and plain gunicorn
+    with the shipped config, whose workers read the settings from the environment)."""
     state = tmp_path / "state"
     call = {"name": "image-gen-tiny", "arguments": IMAGE}
+    settings = {"COLABHIVE_BILLABLE_CALLS_PER_DAY": "2", "COLABHIVE_SPEND_GUARD": "refuse",
+                "COLABHIVE_STATE_DIR": str(state)}
     for expected in ([False, False], [True]):
-        with hosted_server(gateway_sandbox.url, billable_calls_per_day=2, spend_guard="refuse",
-                           state_dir=str(state)) as server:
+        server = HttpServer(gateway_sandbox.url, env=settings, gunicorn_conf=gunicorn_conf)
+        try:
             answers = [modern(server.url, "tools/call", call).json()["result"] for _ in expected]
+        finally:
+            server.stop()
         assert [bool(a.get("isError")) for a in answers] == expected
     assert "daily budget of 2" in answers[0]["content"][0]["text"]
     assert state.stat().st_mode & 0o777 == 0o700 and len(journal("invoke")) == 2
