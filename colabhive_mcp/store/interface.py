@@ -52,7 +52,8 @@ class InstanceStore(Protocol):
         """The live value under ``key``, else ``None``; ``failed`` when the store cannot tell."""
 
     def put(self, space: str, key: str, value: Any, ttl: float) -> bool:
-        """Store ``value`` under ``key`` for ``ttl`` seconds; whether it was stored."""
+        """Store ``value`` (a JSON value, or bytes: kept as they are) under ``key`` for ``ttl`` seconds;
+        whether it was stored."""
 
     def add(self, space: str, key: str, value: Any, ttl: float) -> bool:
         """Store ``value`` unless the key holds an unexpired one; whether it was stored."""

@@ -28,7 +28,6 @@ things are kept in memory (:class:`colabhive_mcp.store.memory.MemoryStore`).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
 import os
@@ -37,11 +36,11 @@ import sqlite3
 import sys
 import threading
 import time
-import urllib.parse
 from typing import Any, Callable
 
 from ..logs import log
 from ..settings.config import ConfigError
+from .corrupt import SIDE_FILES, corrupt, set_aside
 from .counts import PlacesCounts, alive, open_counts
 from .expiries import open_expiries
 from .interface import Counts, InstanceStore, Marked
@@ -50,14 +49,12 @@ from .memory import MemoryStore
 from .runtime_dir import check_runtime_dir
 
 FILE_NAME = "instance.db"
-SIDE_FILES = ("-wal", "-shm", "-journal")  # what SQLite makes beside it
 PURGE_EVERY = 200  # writes between two sweeps of expired entries
 BUSY_TIMEOUT_S = 5.0  # how long one attempt waits for another process's lock
 ATTEMPTS = 3  # of a failing operation, each on a fresh connection (one only while the store fails)
 RETRY_S = 0.05  # the wait before the second attempt, doubled before each next one
 WAIT_WHEN_FAILED_S = 5.0  # what next_free answers when the store cannot tell
 HELD_WHEN_FAILED = sys.maxsize  # what held answers then: more than any limit
-CORRUPT = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 RESERVE_IF_ROOM = ("INSERT INTO places SELECT ?, ?, ?, ?, ? WHERE "
                    "(SELECT COUNT(*) FROM places WHERE space = ? AND key = ? AND expires > ?) < ?")
 
@@ -98,14 +95,14 @@ class SqliteStore:
         def read(db: sqlite3.Connection) -> Any:
             row = db.execute("SELECT value FROM entries WHERE space = ? AND key = ? AND expires > ?",
                              (space, key, self.clock())).fetchone()
-            return json.loads(row[0]) if row else None
+            return _decoded(row[0]) if row else None
 
         return self._run(read, failed)
 
     def put(self, space: str, key: str, value: Any, ttl: float) -> bool:
         expires = self._expect(space, key, self.clock() + ttl)
         return self._statement("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)",
-                               (space, key, json.dumps(value), expires))
+                               (space, key, _encoded(value), expires))
 
     def add(self, space: str, key: str, value: Any, ttl: float) -> bool:
         """:meth:`MemoryStore.add`; ``False`` too when the store fails (the key may be taken)."""
@@ -115,7 +112,7 @@ class SqliteStore:
         def insert(db: sqlite3.Connection) -> bool:
             db.execute("DELETE FROM entries WHERE space = ? AND key = ? AND expires <= ?", (space, key, now))
             return db.execute("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?)",
-                              (space, key, json.dumps(value), expires)).rowcount == 1
+                              (space, key, _encoded(value), expires)).rowcount == 1
 
         return bool(self._write(insert, False))
 
@@ -281,39 +278,8 @@ class SqliteStore:
     def _recover(self, error: Exception) -> None:
         """After ``error``: a fresh connection next time, to a fresh file when this one is corrupt."""
         self._disconnect()
-        if isinstance(error, sqlite3.DatabaseError) and getattr(error, "sqlite_errorcode", 0) & 0xFF in CORRUPT:
-            self._set_aside()
-
-    def _set_aside(self) -> None:
-        """Move the corrupt database aside, so that the next connection makes a fresh one: one
-        process of the instance does, under a lock on the directory (the others then find the file
-        sound, or gone)."""
-        directory = os.open(os.path.dirname(self.path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            fcntl.flock(directory, fcntl.LOCK_EX)
-            if not self._corrupt():
-                return
-            aside = f"{self.path}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-            for side in (*SIDE_FILES, ""):  # the database last: whoever finds it gone makes a fresh one
-                with contextlib.suppress(FileNotFoundError):
-                    os.rename(self.path + side, aside + side)
-            log.bind(path=self.path, moved_to=aside).warning("store.set_aside")
-        finally:
-            os.close(directory)  # (and its lock)
-
-    def _corrupt(self) -> bool:
-        """Whether the file at the path (if any) is not a sound database."""
-        try:
-            probe = sqlite3.connect(f"file:{urllib.parse.quote(self.path)}?mode=rw", uri=True,
-                                    timeout=BUSY_TIMEOUT_S)
-        except sqlite3.Error:
-            return False  # gone: nothing to move aside
-        try:
-            return probe.execute("PRAGMA quick_check").fetchall() != [("ok",)]
-        except sqlite3.DatabaseError as exc:
-            return exc.sqlite_errorcode & 0xFF in CORRUPT
-        finally:
-            probe.close()
+        if corrupt(error):
+            set_aside(self.path, BUSY_TIMEOUT_S)
 
     def _write(self, action: Callable[[sqlite3.Connection], Any], failed: Any, *, atomic: bool = True) -> Any:
         """Run ``action`` (in one transaction when ``atomic``; a single statement needs none), and
@@ -397,3 +363,13 @@ def open_store(directory: str | None, max_entries: int = 100_000) -> InstanceSto
         return SqliteStore(path, max_entries)
     except (sqlite3.Error, OSError) as exc:
         raise ConfigError(f"the instance store {path} cannot be used: {exc}") from None
+
+
+def _encoded(value: Any) -> str | bytes:
+    """A value as the table holds it: bytes as they are (a blob), anything else as JSON (text)."""
+    return value if isinstance(value, bytes) else json.dumps(value)
+
+
+def _decoded(held: str | bytes) -> Any:
+    return held if isinstance(held, bytes) else json.loads(held)
+

@@ -41,6 +41,17 @@ def test_values_come_back_until_they_expire(store, clock):
     assert store.get("calls", "k") is None
 
 
+def test_bytes_are_kept_as_they_are_beside_json_values(store, clock):
+    """A megabyte of encoded list is stored as its bytes (a blob): not escaped into JSON text and read
+    back out of it; a JSON string that looks like bytes stays a string."""
+    raw = b'{"count":2}\n[{"name":"a\\"b"},{"name":"\xc3\xa9"}]' + bytes(range(256))
+    assert store.put("lists", "k", raw, ttl=30) and store.add("lists", "other", b"", ttl=30)
+    assert store.get("lists", "k") == raw and type(store.get("lists", "k")) is bytes
+    assert store.get("lists", "other") == b""
+    store.put("lists", "text", "b'abc'", ttl=30)
+    assert store.get("lists", "text") == "b'abc'"
+
+
 def test_add_stores_only_what_is_not_there_yet(store, clock):
     assert store.add("used", "state-1", True, ttl=10) is True
     assert store.add("used", "state-1", True, ttl=10) is False  # single use
