@@ -18,10 +18,15 @@ _NOT_SYNTAX = bytes(c for c in range(256) if c not in b'"[]{}')  # all but quote
 _DEPTH = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
+# what :func:`to_json` encodes with, by whether NaN is allowed: values read from JSON or built by this
+# package, which hold no cycle (one would raise RecursionError): nothing is kept to look for one
+_ENCODERS = {allow: json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=allow, check_circular=False)
+             for allow in (True, False)}
+
+
 def to_json(value: Any, allow_nan: bool = True) -> bytes:
     """``value`` as compact JSON in UTF-8 (never a raw newline)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan).encode(
-        "utf-8", "backslashreplace")
+    return _ENCODERS[allow_nan].encode(value).encode("utf-8", "backslashreplace")
 
 
 def too_deep(text: str, limit: int = PARSE_DEPTH) -> bool:
@@ -118,6 +123,25 @@ class UnreadList(EncodedList):
     def count(self, item: Any) -> int:
         self._read()
         return super().count(item)
+
+
+def headed(listing: EncodedList, **facts: Any) -> bytes:
+    """An encoded list as it is kept outside its process: a line of JSON (``facts``, and how many
+    items it holds), then the list's own JSON, as it is (see :func:`unheaded`)."""
+    return json.dumps({**facts, "count": len(listing)}).encode() + b"\n" + listing.raw
+
+
+def unheaded(kept: bytes) -> tuple[dict[str, Any], UnreadList] | None:
+    """The facts and the list :func:`headed` kept (the list unread); ``None`` when ``kept`` is not one."""
+    head, _, raw = kept.partition(b"\n")
+    try:
+        facts = json.loads(head)
+    except ValueError:
+        return None
+    count = facts.get("count") if isinstance(facts, dict) else None
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        return None
+    return facts, UnreadList(raw, count)
 
 
 def b64url(data: bytes) -> str:

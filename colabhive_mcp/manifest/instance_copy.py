@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Callable, Iterator, TypeVar
 
-from ..encoding import EncodedList, UnreadList
+from ..encoding import EncodedList, UnreadList, headed, unheaded
 from ..store.interface import InstanceStore
 from .version import Manifest
 
@@ -37,22 +37,27 @@ LISTING = "manifest-listing-making"  # "key digest:variant" -> the worker making
 T = TypeVar("T")
 LOOK_AGAIN_S = 0.05  # how often a worker looks whether another one's fetch has landed
 FIRST_LOOK_S = 0.005  # how soon it looks first (the other may only be writing it), then twice as late each time
-SOON_LOOK_S = 0.01  # how often, at most, a worker looks for what another is about to write (its word, a list)
+SOON_LOOK_S = 0.002  # how often, at most, a worker looks for what another is about to write and its client
+# waits for (its word on a new key, a list), for the first EAGER_S: a read that finds nothing costs microseconds
+EAGER_S = 0.25  # then (a slow gateway) no more often than every LOOK_AGAIN_S
 KEPT_S = 3600.0  # how long after its last confirmation the instance keeps a tenant's copy
 WRITE_WAIT_S = 1.0  # how long a worker waits to write the instance's copy while another one does
 WRITE_HELD_S = 30.0  # how long that turn lasts at most (a worker that died holding it)
+LISTS_FIRST_S = 1.0  # how long a new content's write waits at most for the lists this worker claimed
 
 
 def looked_for(look: Callable[[], T | None], under_way: Callable[[], bool], seconds: float, most: float) -> T | None:
     """What ``look`` finds, looked for again while another worker is ``under_way`` with it, for ``seconds``
-    at most: after :data:`FIRST_LOOK_S`, then twice as late each time, up to ``most`` seconds apart (a real
-    wait for another process: real time)."""
-    deadline, pause = time.monotonic() + seconds, FIRST_LOOK_S
+    at most: after :data:`FIRST_LOOK_S` (or ``most``, if sooner), then twice as late each time, up to
+    ``most`` seconds apart for :data:`EAGER_S`, and :data:`LOOK_AGAIN_S` after that if longer (a real wait
+    for another process: real time)."""
+    started = time.monotonic()
+    deadline, pause = started + seconds, min(FIRST_LOOK_S, most)
     while (found := look()) is None:
         if time.monotonic() >= deadline or not under_way():
             return None
         time.sleep(pause)
-        pause = min(2 * pause, most)
+        pause = min(2 * pause, most if time.monotonic() - started < EAGER_S else max(most, LOOK_AGAIN_S))
     return found
 
 
@@ -74,6 +79,8 @@ class InstanceCopy:
         self._lock = threading.Lock()
         self._writes = 0  # content writes under way
         self._release_when_written = False  # the claim to ask the gateway goes once they are done
+        self._claimed = 0  # lists this worker is to give the others and has not written yet
+        self._lists_written = threading.Condition(self._lock)
 
     def age(self) -> tuple[str | None, float] | None:
         """The confirmed copy's ETag and seconds since the gateway was asked for it; ``None``: no
@@ -98,14 +105,19 @@ class InstanceCopy:
         (one a worker of this key is making is waited for, ``wait`` seconds at most)."""
         made = looked_for(lambda: self.store.get(LISTINGS, f"{content}:{variant}"),
                           lambda: self.store.get(LISTING, f"{self.digest}:{variant}") is not None, wait, SOON_LOOK_S)
-        return None if made is None else UnreadList(made["tools"].encode(), made["count"])
+        kept = unheaded(made) if isinstance(made, bytes) else None
+        return None if kept is None else kept[1]
 
     def claim_listing(self, variant: str, content: str | None = None) -> bool:
         """Become the worker that makes this key's ``variant`` list for the others, who wait a moment
         for it from now on; ``False``: another one is making it, or (``content`` known) one made it lately."""
         if content is not None and self.store.get(LISTED, f"{content}:{variant}") is not None:
             return False
-        return self.store.add(LISTING, f"{self.digest}:{variant}", os.getpid(), WRITE_HELD_S)
+        claimed = self.store.add(LISTING, f"{self.digest}:{variant}", os.getpid(), WRITE_HELD_S)
+        if claimed:
+            with self._lock:
+                self._claimed += 1
+        return claimed
 
     def share_listing(self, variant: str, made: tuple[str, EncodedList] | None) -> None:
         """Give the others the list claimed: a manifest's content and the list ``made`` of it (``None``:
@@ -115,11 +127,13 @@ class InstanceCopy:
             try:
                 if made is not None and self.store.add(LISTED, f"{made[0]}:{variant}", True, KEPT_S):
                     content, listing = made
-                    if not self.store.put(LISTINGS, f"{content}:{variant}", {
-                            "count": len(listing), "tools": listing.raw.decode()}, KEPT_S * 1.5):
+                    if not self.store.put(LISTINGS, f"{content}:{variant}", headed(listing), KEPT_S * 1.5):
                         self.store.delete(LISTED, f"{content}:{variant}")
             finally:
                 self.store.delete(LISTING, f"{self.digest}:{variant}")
+                with self._lock:
+                    self._claimed -= 1
+                    self._lists_written.notify_all()
 
         self._in_background(write)
 
@@ -150,9 +164,13 @@ class InstanceCopy:
 
     def _write_content(self, manifest: Manifest) -> None:
         """The parts, then the content that names them (which no reader takes before it is whole). A
-        write the store refuses leaves the content unwritten, for the next copy that names it to write."""
+        write the store refuses leaves the content unwritten, for the next copy that names it to write.
+        The lists this worker claimed go first: another worker waits for them (and needs no content to
+        answer with them), and both writes take this worker's one interpreter lock."""
         written = False
         try:
+            with self._lock:
+                self._lists_written.wait_for(lambda: not self._claimed, LISTS_FIRST_S)
             starts = range(0, len(manifest.entries), PART_ENTRIES)
             for number, start in enumerate(starts):
                 time.sleep(0)  # this worker's requests first: each part waits its turn for the interpreter lock

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..encoding import EncodedList, UnreadList
+from ..encoding import EncodedList, UnreadList, headed, unheaded
 from ..keys import ApiKey
 from ..logs import log
 from ..settings.config import Config
@@ -80,15 +80,11 @@ class SavedManifest:
         found = _read(self._listing_path(variant), within)
         if found is None:
             return None
-        head, _, tools = found[0].partition(b"\n")
-        try:
-            facts = json.loads(head)
-            etag, count = facts["etag"], facts["count"]
-        except (ValueError, KeyError, TypeError):
+        kept = unheaded(found[0])
+        etag = None if kept is None else kept[0].get("etag", False)
+        if kept is None or not (etag is None or isinstance(etag, str)):
             return None
-        if not isinstance(count, int) or count < 0 or not (etag is None or isinstance(etag, str)):
-            return None
-        return etag, UnreadList(tools, count)
+        return etag, kept[1]
 
     def save(self, manifest: Manifest | None, listings: dict[str, tuple[str | None, EncodedList]]) -> None:
         """Keep a new ``manifest`` for the next start and the ``listings`` made of the saved one (variant:
@@ -106,8 +102,7 @@ class SavedManifest:
                 self._write(self.path, json.dumps({"etag": manifest.etag, "entries": manifest.entries},
                                                   separators=(",", ":")).encode())
             for variant, (etag, listing) in listings.items():
-                head = json.dumps({"etag": etag, "count": len(listing)}).encode()
-                self._write(self._listing_path(variant), head + b"\n" + listing.raw)
+                self._write(self._listing_path(variant), headed(listing, etag=etag))
             if manifest is not None:
                 _prune(directory)
         except OSError as exc:

@@ -4,15 +4,19 @@ other workers' too (they answer it without reading the manifest or building anyt
 
 import threading
 import time
+from itertools import accumulate
 
 import pytest
 import responses
 from responses import matchers
 
 from colabhive_mcp.catalog.profiles import NAMES, UNKNOWN
-from colabhive_mcp.encoding import EncodedList, UnreadList, to_json
+from colabhive_mcp.encoding import EncodedList, UnreadList, headed, to_json, unheaded
 from colabhive_mcp.keys import KeyRejected
-from colabhive_mcp.manifest.instance_copy import LISTING, InstanceCopy
+from colabhive_mcp.manifest import instance_copy
+from colabhive_mcp.manifest.instance_copy import (CONTENTS, EAGER_S, FIRST_LOOK_S, LISTING, LISTS_FIRST_S, LOOK_AGAIN_S,
+                                                  SOON_LOOK_S, InstanceCopy)
+from colabhive_mcp.manifest.version import Manifest
 from colabhive_mcp.settings.config import Config
 from colabhive_mcp.store.memory import MemoryStore
 from colabhive_mcp.store.sqlite import SqliteStore
@@ -97,6 +101,61 @@ def test_a_list_being_made_is_waited_for_a_while_and_no_longer():
     assert waiter.claim_listing("variant")  # once written, the claim is given up
 
 
+def test_what_a_client_waits_for_is_looked_for_often_at_first_and_seldom_after(monkeypatch):
+    """Another worker's word on a key, or its list, is looked for every 2 ms while it is usually about
+    to come (a first list takes about a tenth of a second), then no more often than every 50 ms (a slow
+    gateway: a worker does not spend its time asking the store)."""
+    now, pauses = [0.0], []
+
+    class Clock:
+        @staticmethod
+        def monotonic():
+            return now[0]
+
+        @staticmethod
+        def sleep(seconds):
+            pauses.append(seconds)
+            now[0] += seconds
+
+    monkeypatch.setattr(instance_copy, "time", Clock)
+    assert instance_copy.looked_for(lambda: None, lambda: True, 2.0, SOON_LOOK_S) is None
+    eager = [pause for pause, at in zip(pauses, accumulate(pauses)) if at <= EAGER_S]
+    assert set(eager) == {SOON_LOOK_S} and len(eager) >= EAGER_S / SOON_LOOK_S - 1
+    assert max(pauses) == LOOK_AGAIN_S and len(pauses) < len(eager) + (2.0 - EAGER_S) / LOOK_AGAIN_S + 6
+    pauses.clear()
+    now[0] = 0.0
+    found = iter([None, None, "it"])
+    assert instance_copy.looked_for(lambda: next(found), lambda: True, 2.0, LOOK_AGAIN_S) == "it"
+    assert pauses == [FIRST_LOOK_S, 2 * FIRST_LOOK_S]  # (a fetch another worker makes: from 5 ms, doubling)
+
+
+def test_a_new_content_is_written_after_the_lists_this_worker_claimed():
+    """The list another worker waits for goes into the store before the manifest's content (which that
+    worker does not need to answer with the list, and whose write would take the interpreter lock
+    meanwhile); the content waits for it no longer than :data:`LISTS_FIRST_S`."""
+    store, started = MemoryStore(), []
+    maker = InstanceCopy(store, "key-digest", in_background=lambda run: started.append(
+        threading.Thread(target=run, daemon=True)) or started[-1].start())
+    manifest = Manifest(({"name": "alpha", "description": "A"},), '"v1"')
+    assert maker.claim_listing("variant")
+    maker.confirm(manifest, changed=True, asked=1.0)
+    time.sleep(0.2)
+    assert store.get(CONTENTS, manifest.content) is None  # the list first
+    maker.share_listing("variant", (manifest.content, EncodedList([{"name": "alpha"}])))
+    for thread in started:
+        thread.join(5)
+    assert store.get(CONTENTS, manifest.content) == {"parts": 1} and maker.load() == manifest
+    assert InstanceCopy(store, "key-digest").listing(manifest.content, "variant", wait=0) == [{"name": "alpha"}]
+
+    other = Manifest(({"name": "beta"},), '"v2"')  # a list claimed and never given: the content waits a while only
+    assert maker.claim_listing("another")
+    began = time.monotonic()
+    maker.confirm(other, changed=True, asked=2.0)
+    for thread in started[2:]:
+        thread.join(5)
+    assert maker.load() == other and LISTS_FIRST_S <= time.monotonic() - began < LISTS_FIRST_S + 4
+
+
 def test_a_list_that_cannot_be_made_is_waited_for_no_longer(workers, sandbox):
     first, other = workers
     sandbox.faults.add(route="manifest", kind="status", status=500, count=100)
@@ -114,6 +173,14 @@ def test_an_unread_list_reads_its_items_when_looked_at():
     assert unread[1:] == items[1:] and unread[0]["name"] == "alpha" and items[1] in unread
     assert [tool["name"] for tool in unread] == ["alpha", "beta"] and len(unread) == 2
     assert unread == items and not unread != items and str(unread) == str(items)
+
+
+def test_a_list_kept_outside_its_process_comes_back_with_its_facts_and_nothing_else_does():
+    listing = EncodedList([{"name": "alpha"}, {"name": "b\nc"}])
+    facts, back = unheaded(headed(listing, etag='"v1"'))
+    assert facts == {"etag": '"v1"', "count": 2} and back.raw == listing.raw and back == listing
+    for garbage in (b"", b"not json\n[]", b'{"count": -1}\n[]', b'{"count": true}\n[]', b"[1]\n[]", b'{"n": 1}\n[]'):
+        assert unheaded(garbage) is None, garbage
 
 
 def page(*names, cursor=None):
