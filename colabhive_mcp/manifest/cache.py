@@ -93,30 +93,44 @@ class ManifestCache:
         return known is not None and known[1] < self.ttl  # (an older copy is served while it is revalidated: see get)
 
     def shared_listing(self, variant: str, wait: bool = True) -> tuple[str | None, EncodedList] | None:
-        """With no copy of its own yet, a tool list made the ``variant`` way of a manifest the gateway gave
-        within the TTL, and its ETag: another worker's (see :meth:`InstanceCopy.listing`; one it is making
-        is waited for a moment, if ``wait``), or an earlier start's (see :meth:`SavedManifest.listing`)."""
-        if self._current is not None or self._rejection is not None:
+        """A tool list made the ``variant`` way that this worker need not make, and the ETag of the manifest
+        it was made of: with no copy of its own yet, another worker's of a manifest the gateway gave within
+        the TTL (see :meth:`InstanceCopy.listing`; one it is making is waited for a moment, if ``wait``);
+        or an earlier start's (see :meth:`SavedManifest.listing`), within the TTL, or of the manifest
+        the gateway has confirmed since (the same ETag)."""
+        if self._rejection is not None:
             return None
-        kept = self._shared_listings.get(variant)
         if self.instance is not None:
-            named = self.instance.named(self.ttl)
-            if named is None:
+            return None if self._current is not None else self._another_workers_listing(variant, wait)
+        return None if self.saved is None else self._saved_listing(variant)
+
+    def _another_workers_listing(self, variant: str, wait: bool) -> tuple[str | None, EncodedList] | None:
+        assert self.instance is not None
+        named = self.instance.named(self.ttl)
+        if named is None:
+            return None
+        etag, content = named
+        kept = self._shared_listings.get(variant)
+        if kept is None or kept[0] != content:
+            try:  # (one read for every tenant and thread of the process that wants it, while one holds it)
+                listing = interning.held(("listing", content, variant),
+                                         partial(self._instance_listing, content, variant, wait))
+            except LookupError:
                 return None
-            etag, content = named
-            if kept is None or kept[0] != content:
-                try:  # (one read for every tenant and thread of the process that wants it, while one holds it)
-                    listing = interning.held(("listing", content, variant),
-                                             partial(self._instance_listing, content, variant, wait))
-                except LookupError:
-                    return None
-                kept = self._shared_listings[variant] = (content, etag, listing)
-        elif kept is None and self.saved is not None:
-            saved = self.saved.listing(variant, self.ttl)
+            kept = self._shared_listings[variant] = (content, etag, listing)
+        return kept[1], kept[2]
+
+    def _saved_listing(self, variant: str) -> tuple[str | None, EncodedList] | None:
+        assert self.saved is not None
+        current, kept = self._current, self._shared_listings.get(variant)
+        if kept is None:
+            saved = self.saved.listing(variant, self.ttl if current is None else math.inf)
             if saved is None:
                 return None
             kept = self._shared_listings[variant] = (None, *saved)
-        return None if kept is None else (kept[1], kept[2])
+        if current is not None and (current.etag is None or kept[1] != current.etag):
+            return None  # a list of another manifest than the gateway's
+        return kept[1], kept[2]
 
     def _instance_listing(self, content: str, variant: str, wait: bool) -> EncodedList:
         assert self.instance is not None
@@ -281,8 +295,9 @@ class ManifestCache:
         etag = known.etag if known else None
         asked = self.instance.clock() if self.instance is not None else 0.0
         started, sent = time.perf_counter(), time.monotonic()
-        meanwhile = None  # a copy saved by an earlier process is made ready while the gateway is asked about it
-        if current is None and known is not None and self.conditional:
+        meanwhile = None  # a copy saved by an earlier process is made ready while the gateway is asked about it,
+        # unless lists made of it were saved too: a 304 then has them answered, made as they are
+        if current is None and known is not None and self.conditional and not (self.saved and self.saved.listed()):
             meanwhile = partial(prepare_all, known.entries, self.prepare)
         try:
             document = self.gateway.fetch_manifest(etag if self.conditional else None, self.prepare, meanwhile,

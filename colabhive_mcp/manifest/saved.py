@@ -108,6 +108,10 @@ class SavedManifest:
         except OSError as exc:
             log.bind(path=str(self.path), error=exc.strerror).warning("manifest.not_saved")
 
+    def listed(self) -> bool:
+        """Whether lists made of the saved manifest are kept beside it."""
+        return bool(self._lists())
+
     def used(self) -> None:
         """The gateway said the saved manifest is current: it (and what was made of it) was used now."""
         for path in (self.path, *self._lists()):

@@ -246,6 +246,8 @@ class Tenant:
         made = None
         try:
             manifest = self.manifest.get()
+            if profile.name not in self._catalogs and (shared := self.manifest.shared_listing(variant)) is not None:
+                return shared[1], shared[0]  # an earlier start's list of the manifest the gateway confirmed now
             new = (manifest.content, variant) not in self._listed
             if new:
                 self._listed = {done for done in self._listed if done[0] == manifest.content} | {(manifest.content, variant)}

@@ -13,7 +13,7 @@ import pytest
 
 from colabhive_mcp.catalog import tools
 from colabhive_mcp.cli.demo import StdioPeer
-from colabhive_mcp.gateway.client import Gateway
+from colabhive_mcp.gateway.client import Gateway, ManifestDocument
 from colabhive_mcp.keys import ApiKey
 from colabhive_mcp.manifest.cache import ManifestCache
 from colabhive_mcp.manifest.saved import SavedManifest
@@ -242,3 +242,43 @@ def test_the_saved_manifests_tools_are_made_while_the_gateway_is_asked_about_it(
     cache = ManifestCache(gateway, saved=SavedManifest(directory / "manifest.json"), prepare=tools.prepared)
     assert cache.get().entries == entries
     assert gateway.built_when_answered == len(entries)
+
+
+def test_past_the_ttl_a_saved_list_is_the_answer_once_the_gateway_confirms_its_manifest(tmp_path, monkeypatch):
+    """A later start past the TTL asks the gateway about the saved manifest; on its 304 the list saved
+    beside it is the answer, as it was sent: no tool is made (nor while the gateway is asked). A list of
+    another manifest than the gateway's is never one."""
+    directory = tmp_path / "colabhive-mcp"
+    directory.mkdir(mode=0o700)
+    entries = tuple({"name": f"listed-{tmp_path.name}-{n}", "description": "d", "inputSchema": {"type": "object"}}
+                    for n in range(3))
+    listing = tools.EncodedList([{"name": entry["name"]} for entry in entries])
+    SavedManifest(directory / "manifest.json").save(Manifest(entries, '"v1"'), {"variant": ('"v1"', listing)})
+    for path in directory.iterdir():
+        os.utime(path, (time.time() - 3600,) * 2)
+    built = []
+    monkeypatch.setattr(tools, "build_definition", lambda entry, *rest: built.append(entry) or {"name": entry["name"]})
+
+    class Answers:
+        key_id, etag = "k", None
+
+        def fetch_manifest(self, etag=None, prepare=None, meanwhile=None, accepted=None):
+            if meanwhile is not None:
+                meanwhile()
+            if etag == self.etag:
+                return None  # 304: the saved copy is current
+            return ManifestDocument(tuple(prepare(e)[1] for e in entries[:1]), '"v2"', 10,
+                                    tuple(prepare(e) for e in entries[:1]))
+
+    gateway = Answers()
+    gateway.etag = '"v1"'
+    cache = ManifestCache(gateway, saved=SavedManifest(directory / "manifest.json"), prepare=tools.prepared)
+    assert cache.shared_listing("variant") is None  # past the TTL: not before the gateway's word
+    assert cache.get().etag == '"v1"' and built == []
+    etag, answered = cache.shared_listing("variant")
+    assert etag == '"v1"' and answered.raw == listing.raw and built == []
+    assert cache.shared_listing("another-way") is None
+
+    gateway.etag = None  # the gateway has another manifest now
+    changed = ManifestCache(gateway, saved=SavedManifest(directory / "manifest.json"), prepare=tools.prepared)
+    assert changed.get().etag == '"v2"' and changed.shared_listing("variant") is None
