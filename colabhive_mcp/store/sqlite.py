@@ -64,9 +64,11 @@ class SqliteStore:
 
     shared = True
 
-    def __init__(self, path: str, max_entries: int = 100_000, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: str, max_entries: int = 100_000, clock: Callable[[], float] = time.time,
+                 mapped: bool = True) -> None:
         """Raises ``sqlite3.Error`` or ``OSError`` when the file cannot be used (one that is not a
-        database is moved aside first)."""
+        database is moved aside first). Not ``mapped``: without the two tables mapped beside it (a
+        store of reservations alone, such as what keys spent, which they would not speed up)."""
         self.path = path
         self.max_entries = max_entries
         self.clock = clock
@@ -82,8 +84,8 @@ class SqliteStore:
             self._recover(exc)
             self._connect()
         directory = os.path.dirname(path)
-        self._counts: Counts = open_counts(directory) or PlacesCounts(self)
-        self._expiries = open_expiries(directory, self._last_expiry)
+        self._counts: Counts = (open_counts(directory) if mapped else None) or PlacesCounts(self)
+        self._expiries = open_expiries(directory, self._last_expiry) if mapped else None
 
     def get(self, space: str, key: str, failed: Any = None) -> Any:
         """The live value under ``key``, else ``None``; ``failed`` when the store cannot tell (a
@@ -352,15 +354,16 @@ class SqliteStore:
             return failed
 
 
-def open_store(directory: str | None, max_entries: int = 100_000) -> InstanceStore:
+def open_store(directory: str | None, max_entries: int = 100_000, mapped: bool = True) -> InstanceStore:
     """The instance's store in ``directory``; without one (stdio, a single process), memory. Raises
-    :class:`ConfigError` when the directory or the store in it cannot be used."""
+    :class:`ConfigError` when the directory or the store in it cannot be used. ``mapped``: see
+    :class:`SqliteStore`."""
     if not directory:
         return MemoryStore(max_entries)
     check_runtime_dir(directory)
     path = os.path.join(directory, FILE_NAME)
     try:
-        return SqliteStore(path, max_entries)
+        return SqliteStore(path, max_entries, mapped=mapped)
     except (sqlite3.Error, OSError) as exc:
         raise ConfigError(f"the instance store {path} cannot be used: {exc}") from None
 

@@ -197,7 +197,7 @@ def kept_store(environ: Mapping[str, str]) -> InstanceStore | None:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         problems = private_dir_problems(str(directory))
         if not problems:
-            return SqliteStore(str(directory / "spend.db"))
+            return SqliteStore(str(directory / "spend.db"), mapped=False)
     except (OSError, sqlite3.Error) as exc:
         problems = [str(exc)]
     log.bind(path=str(directory), problem=" and ".join(problems)).warning("spend.counted_in_memory")

@@ -165,3 +165,4 @@ def test_what_a_key_spent_outlives_a_stop_in_the_state_directory(gateway_sandbox
         assert [bool(a.get("isError")) for a in answers] == expected
     assert "daily budget of 2" in answers[0]["content"][0]["text"]
     assert state.stat().st_mode & 0o777 == 0o700 and len(journal("invoke")) == 2
+    assert {path.name for path in state.iterdir()} <= {"instance.db", "instance.db-wal", "instance.db-shm"}

@@ -174,8 +174,11 @@ def test_what_a_model_reads_past_the_budget(config, journal, modern):
 def test_a_stdio_servers_spend_is_kept_only_where_nobody_else_can_write(tmp_path):
     kept = kept_store({"XDG_STATE_HOME": str(tmp_path / "state")})
     assert isinstance(kept, SqliteStore)
+    assert kept.reserve("billable-day", "key", 1, 60, lasting=True) and kept.held("billable-day", "key") == 1
     kept.close()
-    assert (tmp_path / "state" / "colabhive-mcp" / "spend").stat().st_mode & 0o777 == 0o700
+    made = tmp_path / "state" / "colabhive-mcp" / "spend"
+    assert made.stat().st_mode & 0o777 == 0o700
+    assert {path.name for path in made.iterdir()} <= {"spend.db", "spend.db-wal", "spend.db-shm"}  # nothing else
     shared = tmp_path / "shared" / "colabhive-mcp" / "spend"
     shared.mkdir(parents=True)
     shared.chmod(0o777)

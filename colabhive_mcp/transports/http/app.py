@@ -55,7 +55,7 @@ class McpApp:
         resumable = config.single_tenant if config.resumable_streams is None else config.resumable_streams
         store = open_store(config.runtime_dir, config.store_max_entries)  # what this instance's workers agree on
         lasting = config.state_dir and Budget.of(config).windows  # what keys spend outlives a stop there
-        spent = open_store(config.state_dir, config.store_max_entries) if lasting else None
+        spent = open_store(config.state_dir, config.store_max_entries, mapped=False) if lasting else None
         self.core = Server(config, list_changed=resumable, store=store)  # announced on the GET stream (affinity)
         self.tenancy = Tenancy(config, store, spent)
         sessions = SessionCodec(self.core.context.secret, config.session_max_age)
