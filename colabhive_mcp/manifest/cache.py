@@ -95,14 +95,22 @@ class ManifestCache:
     def shared_listing(self, variant: str, wait: bool = True) -> tuple[str | None, EncodedList] | None:
         """A tool list made the ``variant`` way that this worker need not make, and the ETag of the manifest
         it was made of: with no copy of its own yet, another worker's of a manifest the gateway gave within
-        the TTL (see :meth:`InstanceCopy.listing`; one it is making is waited for a moment, if ``wait``);
-        or an earlier start's (see :meth:`SavedManifest.listing`), within the TTL, or of the manifest
-        the gateway has confirmed since (the same ETag)."""
+        the TTL (see :meth:`InstanceCopy.listing`; one it is making is waited for a moment, if ``wait``),
+        or an earlier start's (see :meth:`SavedManifest.listing`); with a copy within its TTL, an earlier
+        start's list of it (see :meth:`listing_saved_of`)."""
         if self._rejection is not None:
             return None
+        current = self._current
         if self.instance is not None:
-            return None if self._current is not None else self._another_workers_listing(variant, wait)
-        return None if self.saved is None else self._saved_listing(variant)
+            return None if current is not None else self._another_workers_listing(variant, wait)
+        if self.saved is None or (current is not None and self.clock() >= self._expires):
+            return None  # (a copy past its TTL is asked about first)
+        return self._saved_listing(variant, current)
+
+    def listing_saved_of(self, manifest: Manifest, variant: str) -> tuple[str | None, EncodedList] | None:
+        """The list an earlier start saved of ``manifest`` (the same ETag: the gateway's word on it since),
+        made the ``variant`` way, if there is one."""
+        return None if self.saved is None or self._rejection is not None else self._saved_listing(variant, manifest)
 
     def _another_workers_listing(self, variant: str, wait: bool) -> tuple[str | None, EncodedList] | None:
         assert self.instance is not None
@@ -120,15 +128,17 @@ class ManifestCache:
             kept = self._shared_listings[variant] = (content, etag, listing)
         return kept[1], kept[2]
 
-    def _saved_listing(self, variant: str) -> tuple[str | None, EncodedList] | None:
+    def _saved_listing(self, variant: str, manifest: Manifest | None) -> tuple[str | None, EncodedList] | None:
+        """An earlier start's ``variant`` list: of ``manifest``, or (``None``: no copy yet) of the manifest it
+        saved, while the gateway's word on that is younger than the TTL."""
         assert self.saved is not None
-        current, kept = self._current, self._shared_listings.get(variant)
+        kept = self._shared_listings.get(variant)
         if kept is None:
-            saved = self.saved.listing(variant, self.ttl if current is None else math.inf)
+            saved = self.saved.listing(variant, self.ttl if manifest is None else math.inf)
             if saved is None:
                 return None
             kept = self._shared_listings[variant] = (None, *saved)
-        if current is not None and (current.etag is None or kept[1] != current.etag):
+        if manifest is not None and (manifest.etag is None or kept[1] != manifest.etag):
             return None  # a list of another manifest than the gateway's
         return kept[1], kept[2]
 

@@ -32,7 +32,7 @@ from .version import Manifest
 COPIES, CONFIRMED, FETCHING, WRITING = "manifest", "manifest-confirmed", "manifest-fetching", "manifest-writing"
 CONTENTS, STORED = "manifest-content", "manifest-content-stored"  # a manifest's entries, once for every key holding it
 PARTS, PART_ENTRIES = "manifest-content-part", 25  # the content is written in parts of so many entries
-LISTINGS, LISTED = "manifest-listing", "manifest-listing-written"  # "content:variant" -> a tool list's JSON; when
+LISTINGS, LISTED = "manifest-list", "manifest-list-written"  # "content:variant" -> a tool list (encoding.headed); when
 LISTING = "manifest-listing-making"  # "key digest:variant" -> the worker making that list
 T = TypeVar("T")
 LOOK_AGAIN_S = 0.05  # how often a worker looks whether another one's fetch has landed
@@ -79,7 +79,7 @@ class InstanceCopy:
         self._lock = threading.Lock()
         self._writes = 0  # content writes under way
         self._release_when_written = False  # the claim to ask the gateway goes once they are done
-        self._claimed = 0  # lists this worker is to give the others and has not written yet
+        self._claims: list[float] = []  # the lists this worker is to give the others, until when each is waited for
         self._lists_written = threading.Condition(self._lock)
 
     def age(self) -> tuple[str | None, float] | None:
@@ -116,7 +116,7 @@ class InstanceCopy:
         claimed = self.store.add(LISTING, f"{self.digest}:{variant}", os.getpid(), WRITE_HELD_S)
         if claimed:
             with self._lock:
-                self._claimed += 1
+                self._claims.append(time.monotonic() + LISTS_FIRST_S)
         return claimed
 
     def share_listing(self, variant: str, made: tuple[str, EncodedList] | None) -> None:
@@ -132,7 +132,8 @@ class InstanceCopy:
             finally:
                 self.store.delete(LISTING, f"{self.digest}:{variant}")
                 with self._lock:
-                    self._claimed -= 1
+                    if self._claims:
+                        self._claims.pop(0)
                     self._lists_written.notify_all()
 
         self._in_background(write)
@@ -169,8 +170,8 @@ class InstanceCopy:
         answer with them), and both writes take this worker's one interpreter lock."""
         written = False
         try:
-            with self._lock:
-                self._lists_written.wait_for(lambda: not self._claimed, LISTS_FIRST_S)
+            with self._lock:  # (a claim never given, say a thread that could not start, is waited for no longer)
+                self._lists_written.wait_for(lambda: max(self._claims, default=0.0) <= time.monotonic(), LISTS_FIRST_S)
             starts = range(0, len(manifest.entries), PART_ENTRIES)
             for number, start in enumerate(starts):
                 time.sleep(0)  # this worker's requests first: each part waits its turn for the interpreter lock

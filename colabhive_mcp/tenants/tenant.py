@@ -136,13 +136,14 @@ class Tenant:
         whenever a new version arrives (its filters are re-applied on the next list), or when the list
         answered before was made of another (by another worker or an earlier start)."""
         seen: Manifest | str | None = self.manifest.current or self.manifest.listed_etag
-        pause = 0.0 if isinstance(seen, str) else max(self.config.manifest_ttl, MIN_WATCH_S)  # a list made elsewhere
-        while not stop.wait(pause):  # was answered: whether it is still the gateway's is asked at once
+        pause = 0.0 if not isinstance(seen, Manifest) else max(self.config.manifest_ttl, MIN_WATCH_S)  # (a list
+        while not stop.wait(pause):  # made elsewhere was answered, or the first fetch is under way: asked at once)
             pause = max(self.config.manifest_ttl, MIN_WATCH_S)
             try:
                 manifest = self.manifest.get(behind=False)  # (a watch waits for the news itself)
             except (ManifestError, KeyRejected):
                 continue
+            seen = seen or self.manifest.listed_etag  # a list made elsewhere, answered while that fetch was under way
             if seen is not None and (manifest.etag != seen if isinstance(seen, str) else manifest is not seen):
                 log.bind(etag=manifest.etag, tenant=self.key_id).info("mcp.tools.list_changed")
                 on_change()
@@ -246,8 +247,9 @@ class Tenant:
         made = None
         try:
             manifest = self.manifest.get()
-            if profile.name not in self._catalogs and (shared := self.manifest.shared_listing(variant)) is not None:
-                return shared[1], shared[0]  # an earlier start's list of the manifest the gateway confirmed now
+            saved = None if profile.name in self._catalogs else self.manifest.listing_saved_of(manifest, variant)
+            if saved is not None:
+                return saved[1], saved[0]  # (an earlier start's list of the manifest the gateway confirmed now)
             new = (manifest.content, variant) not in self._listed
             if new:
                 self._listed = {done for done in self._listed if done[0] == manifest.content} | {(manifest.content, variant)}
