@@ -218,67 +218,69 @@ def test_a_pinned_server_asks_about_no_saved_manifest_but_the_pinned_one(sandbox
     gateway.close()
 
 
-def test_the_saved_manifests_tools_are_made_while_the_gateway_is_asked_about_it(tmp_path, monkeypatch):
-    """The tool definitions of a saved manifest are built while its ETag is asked about (the gateway's
-    answer takes a round trip), not after the 304: the tool list then finds them made."""
+@pytest.fixture
+def built(monkeypatch):
+    """The entries whose tool definitions are built from now on (each as a bare name)."""
+    made = []
+    monkeypatch.setattr(tools, "build_definition", lambda entry, *rest: made.append(entry) or {"name": entry["name"]})
+    return made
+
+
+def saved_of(tmp_path, lists=None):
+    """A manifest saved by an earlier start (ETag "v1": three entries of this test's own, so that no other
+    test built their definitions), with ``lists`` beside it: its path and entries."""
     directory = tmp_path / "colabhive-mcp"
     directory.mkdir(mode=0o700)
     entries = tuple({"name": f"saved-{tmp_path.name}-{n}", "description": "d", "inputSchema": {"type": "object"}}
-                    for n in range(3))  # this test's own: no other test built their definitions
-    SavedManifest(directory / "manifest.json").save(Manifest(entries, '"v1"'), {})
-    built = []
-    monkeypatch.setattr(tools, "build_definition", lambda entry, *rest: built.append(entry) or {"name": entry["name"]})
+                    for n in range(3))
+    path = directory / "manifest.json"
+    SavedManifest(path).save(Manifest(entries, '"v1"'), lists or {})
+    return path, entries
 
-    class NotModified:
-        key_id, built_when_answered = "k", None
 
-        def fetch_manifest(self, etag=None, prepare=None, meanwhile=None, accepted=None):
-            if meanwhile is not None:
-                meanwhile()
-            self.built_when_answered = len(built)
+class Asked:
+    """A gateway that does what a fetch does ``meanwhile`` (counting the definitions built by then), then
+    answers 304 to ``current``, else the first entry as ETag "v2"."""
+
+    key_id = "k"
+
+    def __init__(self, built, current='"v1"'):
+        self.built, self.current, self.built_when_answered = built, current, None
+
+    def fetch_manifest(self, etag=None, prepare=None, meanwhile=None, accepted=None):
+        if meanwhile is not None:
+            meanwhile()
+        self.built_when_answered = len(self.built)
+        if etag == self.current:
             return None  # 304: the saved copy is current
+        first = prepare({"name": "published-since", "description": "d", "inputSchema": {"type": "object"}})
+        return ManifestDocument((first[1],), '"v2"', 10, (first,))
 
-    gateway = NotModified()
-    cache = ManifestCache(gateway, saved=SavedManifest(directory / "manifest.json"), prepare=tools.prepared)
-    assert cache.get().entries == entries
+
+def test_the_saved_manifests_tools_are_made_while_the_gateway_is_asked_about_it(tmp_path, built):
+    """The tool definitions of a saved manifest are built while its ETag is asked about (the gateway's
+    answer takes a round trip), not after the 304: the tool list then finds them made."""
+    path, entries = saved_of(tmp_path)
+    gateway = Asked(built)
+    assert ManifestCache(gateway, saved=SavedManifest(path), prepare=tools.prepared).get().entries == entries
     assert gateway.built_when_answered == len(entries)
 
 
-def test_past_the_ttl_a_saved_list_is_the_answer_once_the_gateway_confirms_its_manifest(tmp_path, monkeypatch):
+def test_past_the_ttl_a_saved_list_is_the_answer_once_the_gateway_confirms_its_manifest(tmp_path, built):
     """A later start past the TTL asks the gateway about the saved manifest; on its 304 the list saved
     beside it is the answer, as it was sent: no tool is made (nor while the gateway is asked). A list of
     another manifest than the gateway's is never one."""
-    directory = tmp_path / "colabhive-mcp"
-    directory.mkdir(mode=0o700)
-    entries = tuple({"name": f"listed-{tmp_path.name}-{n}", "description": "d", "inputSchema": {"type": "object"}}
-                    for n in range(3))
-    listing = tools.EncodedList([{"name": entry["name"]} for entry in entries])
-    SavedManifest(directory / "manifest.json").save(Manifest(entries, '"v1"'), {"variant": ('"v1"', listing)})
-    for path in directory.iterdir():
-        os.utime(path, (time.time() - 3600,) * 2)
-    built = []
-    monkeypatch.setattr(tools, "build_definition", lambda entry, *rest: built.append(entry) or {"name": entry["name"]})
-
-    class Answers:
-        key_id, etag = "k", None
-
-        def fetch_manifest(self, etag=None, prepare=None, meanwhile=None, accepted=None):
-            if meanwhile is not None:
-                meanwhile()
-            if etag == self.etag:
-                return None  # 304: the saved copy is current
-            return ManifestDocument(tuple(prepare(e)[1] for e in entries[:1]), '"v2"', 10,
-                                    tuple(prepare(e) for e in entries[:1]))
-
-    gateway = Answers()
-    gateway.etag = '"v1"'
-    cache = ManifestCache(gateway, saved=SavedManifest(directory / "manifest.json"), prepare=tools.prepared)
+    listing = tools.EncodedList([{"name": "a saved list"}])
+    path, _ = saved_of(tmp_path, {"variant": ('"v1"', listing)})
+    for saved in path.parent.iterdir():
+        os.utime(saved, (time.time() - 3600,) * 2)
+    cache = ManifestCache(Asked(built), saved=SavedManifest(path), prepare=tools.prepared)
     assert cache.shared_listing("variant") is None  # past the TTL: not before the gateway's word
     assert cache.get().etag == '"v1"' and built == []
     etag, answered = cache.shared_listing("variant")
     assert etag == '"v1"' and answered.raw == listing.raw and built == []
     assert cache.shared_listing("another-way") is None
 
-    gateway.etag = None  # the gateway has another manifest now
-    changed = ManifestCache(gateway, saved=SavedManifest(directory / "manifest.json"), prepare=tools.prepared)
-    assert changed.get().etag == '"v2"' and changed.shared_listing("variant") is None
+    changed = ManifestCache(Asked(built, current=None), saved=SavedManifest(path), prepare=tools.prepared)
+    assert changed.get().etag == '"v2"' and changed.shared_listing("variant") is None  # the gateway's is another
+    assert changed.listing_saved_of(changed.get(), "variant") is None
