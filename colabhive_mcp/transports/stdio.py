@@ -29,7 +29,7 @@ from ..tenants.limits import LimitReached
 from ..tenants.tenant import Tenant
 from .workers import Workers
 
-PREFETCH_AFTER_S = 0.5  # when a client that makes no handshake (2026-07-28) has the tool list fetched
+PREFETCH_AFTER_S = 0.5  # after the handshake, which must not wait for the gateway
 QUICK_WORKERS = 4  # threads for the requests that wait for one answer of the gateway at most (lists, a task's status)
 READ_CHUNK = 1 << 16
 TEARDOWN_S = 1.5  # how long ended requests may take to stop their work upstream and answer (hosts wait 2 s)
@@ -52,7 +52,6 @@ class StdioTransport:
         self.quick = Workers(QUICK_WORKERS, "mcp-request")
         self._write_lock = threading.Lock()
         self._stopped = threading.Event()
-        self._greeted = threading.Event()  # the handshake is answered: the tool list is fetched from now
 
     def serve(self) -> None:
         """Serve until end of input or SIGTERM, then end what is still open (see the module's text)."""
@@ -66,7 +65,6 @@ class StdioTransport:
             log.info("stdio.shutdown")
         finally:
             self._stopped.set()
-            self._greeted.set()  # (the fetch it waits for is not made)
             self.workers.close()
             self.quick.close()
             self.server.drain()
@@ -76,12 +74,10 @@ class StdioTransport:
             self.tenant.save()  # a manifest no answer was written after
 
     def _watch_manifest(self) -> None:
-        """Once the handshake is answered (which must not wait for the gateway), or shortly after start,
-        fetch the tool list (a rejected key is said on stderr at once, and the client's first tools/list
-        finds it under way, or made); then tell a handshake-era client when its tool list changed
+        """Shortly after start, fetch the tool list (a rejected key is said on stderr at once, and
+        the first tools/list is warm); then tell a handshake-era client when its tool list changed
         (2026 clients use listen)."""
-        self._greeted.wait(PREFETCH_AFTER_S)
-        if self._stopped.is_set():
+        if self._stopped.wait(PREFETCH_AFTER_S):
             return
         try:
             self.tenant.verify()
@@ -135,8 +131,6 @@ class StdioTransport:
             (self.workers if plan.long else self.quick).submit(self._run, frame)
         else:  # the handshake, a ping, notifications (a cancellation), answers: done before the next line is read
             self._run(frame)
-            if plan.opens:
-                self._greeted.set()
 
     def _run(self, frame: Frame) -> None:
         """Serve one frame; whatever goes wrong, the process keeps reading the next line."""

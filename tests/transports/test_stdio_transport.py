@@ -9,51 +9,35 @@ import threading
 import pytest
 
 from colabhive_mcp.protocol import Server
-from colabhive_mcp.transports import stdio
 from colabhive_mcp.transports.stdio import StdioTransport
 
-from ..support.waiting import wait_until
-
 
 @pytest.fixture
-def pipes(config, tenant):
-    """``start()``: a transport serving on a thread, and ``ask(message)``, which writes a line and reads
-    the answer with its id."""
-    started = []
+def piped(config, tenant):
+    """A transport serving on a thread; ``ask(message)`` writes a line and reads the answer with its id."""
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    transport = StdioTransport(Server(config), tenant, os.fdopen(stdin_r, "rb"), os.fdopen(stdout_w, "wb"),
+                               max_message_bytes=config.max_message_bytes, workers=4)
+    serving = threading.Thread(target=transport.serve, daemon=True)
+    serving.start()
+    sending, answers = os.fdopen(stdin_w, "wb", buffering=0), os.fdopen(stdout_r, "rb")
+    heard = []
 
-    def start():
-        stdin_r, stdin_w = os.pipe()
-        stdout_r, stdout_w = os.pipe()
-        transport = StdioTransport(Server(config), tenant, os.fdopen(stdin_r, "rb"), os.fdopen(stdout_w, "wb"),
-                                   max_message_bytes=config.max_message_bytes, workers=4)
-        serving = threading.Thread(target=transport.serve, daemon=True)
-        serving.start()
-        sending, answers = os.fdopen(stdin_w, "wb", buffering=0), os.fdopen(stdout_r, "rb")
-        heard = []
-        started.append((sending, serving))
+    def ask(message):
+        sending.write(json.dumps(message).encode() + b"\n")
+        if "id" not in message:
+            return None
+        while True:
+            line = json.loads(answers.readline())
+            if line.get("id") == message["id"] and "method" not in line:
+                return line
+            heard.append(line)
 
-        def ask(message):
-            sending.write(json.dumps(message).encode() + b"\n")
-            if "id" not in message:
-                return None
-            while True:
-                line = json.loads(answers.readline())
-                if line.get("id") == message["id"] and "method" not in line:
-                    return line
-                heard.append(line)
-
-        return ask, sending, serving, heard
-
-    yield start
-    for sending, serving in started:
-        if not sending.closed:
-            sending.close()
-        serving.join(10)
-
-
-@pytest.fixture
-def piped(pipes):
-    return pipes()
+    yield ask, sending, serving, heard
+    if not sending.closed:
+        sending.close()
+    serving.join(10)
 
 
 def test_a_session_over_the_pipes(piped):
@@ -75,32 +59,3 @@ def test_a_session_over_the_pipes(piped):
     sending.close()  # the host has gone
     serving.join(10)
     assert not serving.is_alive()
-
-
-def test_the_tool_list_is_fetched_once_the_handshake_is_answered(pipes, tenant, monkeypatch):
-    """The manifest is asked for as soon as the answer to ``initialize`` is out (never before it: the
-    handshake waits for no gateway), not some time later: the client's first ``tools/list`` finds it
-    under way or made. A client that makes no handshake has it fetched shortly after the start."""
-    monkeypatch.setattr(stdio, "PREFETCH_AFTER_S", 60.0)  # (only the handshake can start it within the test)
-    verified, answered = threading.Event(), threading.Event()
-    verify = tenant.verify
-
-    def verified_after_the_answer(*args, **kwargs):
-        assert answered.is_set(), "the handshake waited for the gateway"
-        verified.set()
-        return verify(*args, **kwargs)
-
-    write = StdioTransport.write
-
-    def written(self, message):
-        write(self, message)
-        answered.set()
-
-    monkeypatch.setattr(tenant, "verify", verified_after_the_answer)
-    monkeypatch.setattr(StdioTransport, "write", written)
-    ask = pipes()[0]
-    assert tenant.manifest.current is None
-    opened = ask({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
-    assert opened["result"]["protocolVersion"] == "2025-11-25"
-    assert verified.wait(20) and wait_until(lambda: tenant.manifest.current is not None)
