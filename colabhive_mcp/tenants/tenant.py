@@ -135,7 +135,7 @@ class Tenant:
         """Until ``stop`` is set: revalidate the manifest as it expires, and call ``on_change``
         whenever a new version arrives (its filters are re-applied on the next list), or when the list
         answered before was made of another (by another worker or an earlier start)."""
-        seen: Manifest | str | None = self.manifest.current or self.manifest.listed_etag
+        seen: Manifest | str | None = self.manifest.listed_etag or self.manifest.current  # (what the client was shown)
         pause = 0.0 if not isinstance(seen, Manifest) else max(self.config.manifest_ttl, MIN_WATCH_S)  # (a list
         while not stop.wait(pause):  # made elsewhere was answered, or the first fetch is under way: asked at once)
             pause = max(self.config.manifest_ttl, MIN_WATCH_S)

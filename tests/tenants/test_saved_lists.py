@@ -7,6 +7,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from colabhive_mcp.catalog.builtin_tools import ENTRIES as BUILTINS
 from colabhive_mcp.catalog.profiles import UNKNOWN
 from colabhive_mcp.gateway.client import ManifestDocument
@@ -82,14 +84,20 @@ def test_a_saved_list_is_answered_while_its_manifest_is_fresh_and_asked_about_pa
     assert etag == '"B"' and names(listing) == {"a", "b"} and gateway.asked == ['"A"', '"A"']
 
 
-def test_a_list_answered_while_the_first_fetch_is_under_way_is_followed_by_list_changed(tmp_path):
+@pytest.mark.parametrize("watched", ["from the key's acceptance", "once the fetch is over"])
+def test_a_list_answered_while_the_first_fetch_is_under_way_is_followed_by_list_changed(tmp_path, watched):
+    """What a stdio server does half a second after its start (the prefetch, then the watch), with the
+    host's first tools/list answered from the saved list while that fetch is under way: the manifest
+    turns out to be another, and the host is told, whenever the watch begins."""
     saved_by_an_earlier_start(tmp_path, "a")
     held = threading.Event()
     later = tenant(tmp_path, Gateway(["a", "b"], '"B"', held), ttl=1.0)
-    changes, stop = [], threading.Event()
+    changes, stop, fetched = [], threading.Event(), threading.Event()
 
-    def prefetch_then_watch():  # what a stdio server does once the handshake is answered
+    def prefetch_then_watch():
         later.verify()  # (back once the gateway's first page accepts the key)
+        if watched == "once the fetch is over":
+            fetched.wait(10)
         later.watch(stop, lambda: changes.append(later.manifest.current.etag))
 
     threading.Thread(target=prefetch_then_watch, daemon=True).start()
@@ -97,6 +105,8 @@ def test_a_list_answered_while_the_first_fetch_is_under_way_is_followed_by_list_
     listing, etag = later.listing(UNKNOWN, VERSION)  # the host's first tools/list: the saved one, at once
     assert etag == '"A"' and names(listing) == {"a"}
     held.set()
+    assert wait_until(lambda: later.manifest.current is not None)
+    fetched.set()
     try:
         assert wait_until(lambda: changes == ['"B"'], timeout=10)
     finally:
