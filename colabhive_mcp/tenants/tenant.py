@@ -135,7 +135,7 @@ class Tenant:
         """Until ``stop`` is set: revalidate the manifest as it expires, and call ``on_change``
         whenever a new version arrives (its filters are re-applied on the next list), or when the list
         answered before was made of another (by another worker or an earlier start)."""
-        seen: Manifest | str | None = self.manifest.listed_etag or self.manifest.current  # (what the client was shown)
+        seen = self._shown()
         pause = 0.0 if not isinstance(seen, Manifest) else max(self.config.manifest_ttl, MIN_WATCH_S)  # (a list
         while not stop.wait(pause):  # made elsewhere was answered, or the first fetch is under way: asked at once)
             pause = max(self.config.manifest_ttl, MIN_WATCH_S)
@@ -148,6 +148,14 @@ class Tenant:
                 log.bind(etag=manifest.etag, tenant=self.key_id).info("mcp.tools.list_changed")
                 on_change()
             seen = manifest
+
+    def _shown(self) -> Manifest | str | None:
+        """What this tenant's clients were shown last: the current manifest, once a list of it was made
+        here; else the list made elsewhere that was answered (its ETag), if one was."""
+        current = self.manifest.current
+        if current is not None and any(content == current.content for content, _ in self._listed):
+            return current
+        return self.manifest.listed_etag or current
 
     # -- work the caller follows itself (tasks) ----------------------------------------------------
 

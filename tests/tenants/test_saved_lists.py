@@ -112,3 +112,27 @@ def test_a_list_answered_while_the_first_fetch_is_under_way_is_followed_by_list_
     finally:
         stop.set()
     assert names(later.listing(UNKNOWN, VERSION)[0]) == {"a", "b"}
+
+
+def test_a_watch_begun_after_the_current_manifest_was_listed_here_announces_nothing_it_did_not_see_change(tmp_path):
+    """Once a list of the current manifest was made here, that is what clients were shown: a watch begun
+    then takes no older list made elsewhere for theirs (a change announced at its start would be false);
+    a change of the gateway's since is announced."""
+    saved_by_an_earlier_start(tmp_path, "a")
+    gateway = Gateway(["a", "b"], '"B"')
+    later = tenant(tmp_path, gateway, ttl=0.5)
+    assert later.listing(UNKNOWN, VERSION)[1] == '"A"'  # the saved one, within its TTL
+    later.verify()
+    assert wait_until(lambda: later.manifest.current is not None)
+    assert later.listing(UNKNOWN, VERSION)[1] == '"B"'  # made here, of the gateway's
+    changes, stop = [], threading.Event()
+    threading.Thread(target=later.watch, args=(stop, lambda: changes.append(later.manifest.current.etag)),
+                     daemon=True).start()
+    try:
+        asked = len(gateway.asked)
+        assert wait_until(lambda: len(gateway.asked) > asked)  # the watch asked, at the copy's expiry
+        assert changes == []
+        gateway.manifest = (entries("a", "b", "c"), '"C"')
+        assert wait_until(lambda: changes == ['"C"'], timeout=10)
+    finally:
+        stop.set()
