@@ -143,7 +143,7 @@ class Tenant:
                 manifest = self.manifest.get(behind=False)  # (a watch waits for the news itself)
             except (ManifestError, KeyRejected):
                 continue
-            seen = seen or self.manifest.listed_etag  # a list made elsewhere, answered while that fetch was under way
+            seen = seen or self._shown()  # (what was shown while that fetch was under way)
             if seen is not None and (manifest.etag != seen if isinstance(seen, str) else manifest is not seen):
                 log.bind(etag=manifest.etag, tenant=self.key_id).info("mcp.tools.list_changed")
                 on_change()
