@@ -32,7 +32,6 @@ class Context:
     secret: str = field(init=False, repr=False)  # signs task ids, confirmation states (and HTTP session ids)
     task_ids: TaskIds = field(init=False)
     request_states: RequestStates = field(init=False)
-    budget: Budget = field(init=False)  # the spend guard's
     confirms: bool = field(init=False)  # a tool call may ask the user (a confirmation, a budget passed)
     session_changed: Callable[[Session], None] = lambda _session: None  # a transport keeps what a session set
 
@@ -40,5 +39,4 @@ class Context:
         self.secret = self.config.session_secret or secrets.token_hex(32)  # stdio: one process, made up
         self.task_ids = TaskIds(self.secret)
         self.request_states = RequestStates(self.secret, self.store)
-        self.budget = Budget.of(self.config)
-        self.confirms = self.config.confirm_side_effects != "off" or self.budget.asks
+        self.confirms = self.config.confirm_side_effects != "off" or Budget.of(self.config).asks

@@ -86,7 +86,7 @@ class OverBudget(LimitReached):
                  weight: int) -> None:
         cost = tool.entry.get("costHint")
         costs = f" and costs {cost}" if isinstance(cost, str) else ""
-        self.window, self.tool = window, tool
+        self.tool = tool
         self.situation = (f"This API key's {window.adjective} budget of {allowed} billable ColabHive calls is used "
                           f"({used} in the last {window.name}); {tool.name!r} counts as {weight}{costs}. The budget "
                           f"frees up in {_duration(retry_after)}.")

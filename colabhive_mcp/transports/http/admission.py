@@ -84,8 +84,7 @@ class Admission:
                 raise LimitReached(f"This server is busy: all {self.size} places for long requests of this worker "
                                    "are taken; try again shortly.", BUSY_RETRY_S, 503, "http_long_requests",
                                    allowed=self.size, used=self.used)
-            fair_share = share(self.size, self.used - mine)
-            if self.fair and mine >= fair_share:
+            if self.fair and mine >= (fair_share := share(self.size, self.used - mine)):
                 metrics.ERRORS.labels(past_share).inc()
                 raise LimitReached(f"{who} {mine} of this worker's {self.size} places for long requests, their "
                                    "share while others use the rest; try again when one of them ends.",
