@@ -34,7 +34,7 @@ def tools_call(context: Context, request: Request) -> dict[str, Any]:
         except Refused as refused:
             return refused.result  # refused before anything ran
         if tool.long_running:
-            stop, charge = request.tenant.admit(tool, kept, gate)
+            stop, charge = request.tenant.admit(tool, kept, gate, attaches=False)  # (a task invokes anew)
             return stop if stop is not None else tasks.create(context, request, tool, kept, charge)  # else no task
         tasks.without_task(request, tool)  # the call runs as a call (2026), or is refused
     progress = request.progress_token is not None  # a host that resets its timer on progress hears it

@@ -374,13 +374,15 @@ class Tenant:
             metrics.ERRORS.labels("tenant_limit").inc()
             return exc.result
 
-    def admit(self, tool: Tool, arguments: dict[str, Any], gate: Gate | None) -> tuple[dict[str, Any] | None, Charge]:
+    def admit(self, tool: Tool, arguments: dict[str, Any], gate: Gate | None,
+              attaches: bool = True) -> tuple[dict[str, Any] | None, Charge]:
         """Count a call of ``tool`` against the key's budget, through ``gate`` (the confirmation
         step, told when the call is past the budget), unless it continues work counted already (its
-        host's retry): the answer to give instead, or ``None`` and what the call was charged (see
-        :meth:`.SpendGuard.admit`)."""
+        host's retry, which a call ``attaches`` to; a task always starts work of its own): the answer
+        to give instead, or ``None`` and what the call was charged (see :meth:`.SpendGuard.admit`)."""
         ask = None if gate is None else lambda over: gate(tool, arguments, over)
-        again = self.spend.counts(tool) and self.calls.continues(call_key(self.binding, tool.slug, arguments))
+        again = attaches and self.spend.counts(tool) and self.calls.continues(
+            call_key(self.binding, tool.slug, arguments))
         return self.spend.admit(self.digest, self.key_id, tool, ask, again)
 
 

@@ -186,6 +186,21 @@ def test_a_stdio_servers_spend_is_kept_only_where_nobody_else_can_write(tmp_path
     assert kept_store({}) is None
 
 
+def test_a_task_is_counted_even_beside_a_call_its_host_retries(config, journal, monkeypatch):
+    """A call that continues work of before (a host's retry) is not counted again; a task always starts
+    work of its own, so it is counted whatever calls of the same arguments came before."""
+    budgeted = config.replace(billable_calls_per_hour=5, spend_guard="refuse")
+    tenant = Tenant(budgeted, budgeted.api_key)
+    monkeypatch.setattr(tenant.calls, "continues", lambda key: True)  # as if a call like it was cut off
+    summarizer = tenant.catalog().by_slug["cold-summarizer"]
+    assert tenant.admit(summarizer, {"text": "t"}, None) == (None, NOTHING)
+    client = CoreClient(Server(budgeted), tenant)
+    client.initialize("2025-11-25")
+    created = client.request("tools/call", {"name": "cold-summarizer", "arguments": {"text": "t"},
+                                            "task": {"ttl": 60000}})["result"]
+    assert created["task"]["status"] == "working" and tenant.spend.spent(tenant.digest) == {"hour": 1}
+
+
 def test_a_task_is_counted_when_it_is_created_in_either_era(config, journal):
     """A long-running billable tool asked for as a task: counted once as it starts, refused past the
     budget before anything reaches the gateway (2025-11-25's task, and 2026's)."""
